@@ -1,0 +1,73 @@
+"""Where the reference bench keeps what it downloads and builds (never committed)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+INTEROP_DIR = REPO_ROOT / "interop"
+DRIVERS_DIR = INTEROP_DIR / "drivers"
+
+# Maven Central's newest 4.x artifacts of each role (see interop/maven/pom.xml for why they differ).
+ROCKETMQ_SERVER_VERSION = "4.9.7"
+ROCKETMQ_CLIENT_VERSION = "4.9.8"
+ROCKETMQ_BENCH_VERSION = "4.7.0"
+CPP_CLIENT_PACKAGE = "rocketmq==0.4.4"
+
+CACHE_ENV = "SIDEWINDER_INTEROP_CACHE"
+
+
+@dataclass(frozen=True)
+class BenchCache:
+    """The folders of one bench cache; `python -m interop.install` fills them."""
+
+    root: Path
+
+    @property
+    def maven_lib(self) -> Path:
+        return self.root / "maven"
+
+    def classpath(self, role: str) -> str:
+        """A `java -cp` value for one Maven profile: `server`, `client` or `bench`."""
+        return str(self.maven_lib / role / "*")
+
+    @property
+    def java_driver_classes(self) -> Path:
+        return self.root / "java-driver"
+
+    @property
+    def cpp_venv(self) -> Path:
+        return self.root / "cpp-venv"
+
+    @property
+    def cpp_python(self) -> Path:
+        return self.cpp_venv / "bin" / "python"
+
+    @property
+    def node_dir(self) -> Path:
+        return self.root / "node"
+
+    @property
+    def node_modules(self) -> Path:
+        return self.node_dir / "node_modules"
+
+    @property
+    def go_driver(self) -> Path:
+        return self.root / "go" / "go-driver"
+
+    @property
+    def fixtures(self) -> Path:
+        return self.root / "fixtures"
+
+    @property
+    def stamps(self) -> Path:
+        return self.root / "stamps"
+
+
+def bench_cache() -> BenchCache:
+    """The cache named by $SIDEWINDER_INTEROP_CACHE, else `.cache/interop` in the checkout."""
+    configured = os.environ.get(CACHE_ENV)
+    root = Path(configured).expanduser() if configured else REPO_ROOT / ".cache" / "interop"
+    return BenchCache(root.resolve())

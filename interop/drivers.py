@@ -1,0 +1,218 @@
+"""Run the stock-client drivers (interop/drivers/PROTOCOL.md) and collect their JSON events.
+
+    run = run_driver("go", "produce", namesrv=t.namesrv_addr, topic="T", group="P1", count=1000,
+                     tag="TagA", prop=["a=1"])
+    run.check(); run.sent()
+    consumer = start_driver("node", "consume", ..., expect=1000)   # runs while we produce
+    consumer.wait().received()
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from interop.cache import DRIVERS_DIR, BenchCache, bench_cache
+from interop.jvm import JDK17_OPENS, java_binary
+
+CLIENTS = ("java", "cpp", "node", "go")
+JAVA_DRIVER_MAIN = "Driver"
+
+
+class DriverError(AssertionError):
+    """A driver run did not reach its goal; the message has its events and stderr tail."""
+
+
+def driver_command(client: str, workdir: Path, cache: BenchCache | None = None) -> list[str]:
+    cache = cache or bench_cache()
+    if client == "java":
+        classpath = f"{cache.java_driver_classes}:{cache.classpath('client')}"
+        return [java_binary(), "-Xms64m", "-Xmx256m", "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1", *JDK17_OPENS,
+                f"-Duser.home={workdir}", f"-Drocketmq.client.logRoot={workdir / 'logs'}",
+                "-cp", classpath, JAVA_DRIVER_MAIN]
+    if client == "cpp":
+        return [str(cache.cpp_python), str(DRIVERS_DIR / "cpp" / "driver.py")]
+    if client == "node":
+        return ["node", str(DRIVERS_DIR / "node" / "driver.js")]
+    if client == "go":
+        return [str(cache.go_driver)]
+    raise ValueError(f"unknown client {client!r}; one of {', '.join(CLIENTS)}")
+
+
+def driver_env(client: str, workdir: Path, cache: BenchCache | None = None) -> dict[str, str]:
+    cache = cache or bench_cache()
+    # Every client writes logs (and ali-ons broadcast offsets) under $HOME: keep them per run.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ROCKETMQ")}
+    env["HOME"] = str(workdir)
+    if client == "node":
+        env["NODE_PATH"] = str(cache.node_modules)
+    return env
+
+
+def option_args(options: dict[str, Any]) -> list[str]:
+    """`dict(body_size=10, prop=["a=1", "b=2"])` -> `--body-size 10 --prop a=1 --prop b=2`."""
+    args: list[str] = []
+    for key, value in options.items():
+        if value is None:
+            continue
+        flag = "--" + key.replace("_", "-")
+        values = value if isinstance(value, list | tuple) else [value]
+        for item in values:
+            args += [flag, str(item).lower() if isinstance(item, bool) else str(item)]
+    return args
+
+
+def body_for(index: int, *, body_prefix: str = "body-", body_size: int = -1) -> bytes:
+    """The body a driver sends as message `index` (PROTOCOL.md), to predict digests."""
+    base = f"{body_prefix}{index}".encode()
+    if body_size < 0:
+        return base
+    unit = base + b"|"
+    return (unit * (body_size // len(unit) + 1))[:body_size]
+
+
+def body_md5(index: int, **kw: Any) -> str:
+    return hashlib.md5(body_for(index, **kw)).hexdigest()
+
+
+@dataclass
+class DriverRun:
+    client: str
+    argv: list[str]
+    returncode: int
+    events: list[dict[str, Any]]
+    stderr: str
+    seconds: float
+    workdir: Path
+    junk: list[str] = field(default_factory=list)
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e.get("event") == kind]
+
+    def sent(self) -> list[dict[str, Any]]:
+        return self.of("sent")
+
+    def received(self, *, only_ok: bool = True) -> list[dict[str, Any]]:
+        return [e for e in self.of("received") if not only_ok or e.get("action", "ok") == "ok"]
+
+    def errors(self) -> list[dict[str, Any]]:
+        return self.of("error")
+
+    def describe(self) -> str:
+        counts = {k: len(self.of(k)) for k in ("sent", "received", "error", "done")}
+        logs = "\n".join(
+            f"--- {p}\n" + "\n".join(p.read_text(errors="replace").splitlines()[-15:])
+            for p in sorted(self.workdir.rglob("*.log"))[:4]
+        )
+        return (f"{self.client} {' '.join(self.argv)} -> exit {self.returncode} in "
+                f"{self.seconds:.1f} s, events {counts}\nerrors: {self.errors()[:5]}\n"
+                f"non-JSON stdout: {self.junk[:5]}\nstderr tail:\n{self.stderr[-2000:]}\n{logs}")
+
+    def check(self) -> DriverRun:
+        """Raise unless the run exited 0 with a `done` event and clean stdout."""
+        if self.returncode != 0 or not self.of("done") or self.junk:
+            raise DriverError(self.describe())
+        return self
+
+
+class DriverProcess:
+    """A driver running in the background; `wait()` collects it into a DriverRun."""
+
+    def __init__(self, client: str, action: str, *, namesrv: str, topic: str, group: str,
+                 timeout_s: float = 60.0, workdir: Path | None = None,
+                 cache: BenchCache | None = None, **options: Any) -> None:
+        self.client = client
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix=f"driver-{client}-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.timeout_s = timeout_s
+        self.argv = [action, "--namesrv", namesrv, "--topic", topic, "--group", group,
+                     "--timeout", str(timeout_s), *option_args(options)]
+        cmd = driver_command(client, self.workdir, cache) + self.argv
+        self._stdout = open(self.workdir / "driver.stdout", "w+b")  # noqa: SIM115
+        self._stderr = open(self.workdir / "driver.stderr", "w+b")  # noqa: SIM115
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(cmd, stdout=self._stdout, stderr=self._stderr,
+                                     stdin=subprocess.DEVNULL, cwd=self.workdir,
+                                     env=driver_env(client, self.workdir, cache))
+
+    def events_so_far(self) -> list[dict[str, Any]]:
+        return _parse(self._read(self.workdir / "driver.stdout"))[0]
+
+    def wait_for(self, kind: str, count: int = 1, timeout_s: float = 60.0) -> None:
+        """Block until the driver printed `count` events of `kind` (e.g. "ready")."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if sum(e.get("event") == kind for e in self.events_so_far()) >= count:
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise DriverError(f"no {count} {kind!r} event(s) from {self.client}:\n"
+                          f"{self.wait(5).describe()}")
+
+    def wait(self, grace_s: float = 30.0) -> DriverRun:
+        """Wait up to the driver's own timeout plus a grace, then kill it by pid."""
+        remaining = self.timeout_s + grace_s - (time.monotonic() - self.started)
+        try:
+            self.proc.wait(max(remaining, 0.1))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        seconds = time.monotonic() - self.started
+        self._stdout.close()
+        self._stderr.close()
+        events, junk = _parse(self._read(self.workdir / "driver.stdout"))
+        return DriverRun(self.client, self.argv, self.proc.returncode, events,
+                         self._read(self.workdir / "driver.stderr"), seconds, self.workdir, junk)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    @staticmethod
+    def _read(path: Path) -> str:
+        return path.read_bytes().decode("utf-8", errors="replace")
+
+
+def _parse(stdout: str) -> tuple[list[dict[str, Any]], list[str]]:
+    events, junk = [], []
+    for line in stdout.splitlines():
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            junk.append(line)
+            continue
+        if isinstance(event, dict) and "event" in event:
+            events.append(event)
+        else:
+            junk.append(line)
+    return events, junk
+
+
+def start_driver(client: str, action: str, **kw: Any) -> DriverProcess:
+    return DriverProcess(client, action, **kw)
+
+
+def run_driver(client: str, action: str, **kw: Any) -> DriverRun:
+    return DriverProcess(client, action, **kw).wait()
+
+
+def message_ids(events: Iterable[dict[str, Any]], key: str = "keys") -> list[str]:
+    return [str(e.get(key)) for e in events]
+
+
+def digests_by_key(events: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """keys -> bodyMd5, for comparing what was sent with what was received."""
+    return {str(e["keys"]): str(e["bodyMd5"]) for e in events}

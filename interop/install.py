@@ -1,0 +1,211 @@
+"""Fetch and build everything the reference bench runs, by package name, into the bench cache.
+
+    python -m interop.install            # every step; a step whose inputs did not change is skipped
+    python -m interop.install --force    # redo every step
+    python -m interop.install maven java # only these steps
+
+Steps: `maven` (RocketMQ's published jars, one classpath per role), `java` (our Java driver,
+compiled against the 4.9.8 client), `cpp` (PyPI `rocketmq` 0.4.4 in its own virtualenv), `node`
+(npm `ali-ons` from our lockfile), `go` (rocketmq-client-go from the Go module proxy). Each step
+records a stamp of its inputs, so a second run does no network access at all. A failed download
+names the registry that could not be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from interop.cache import (
+    CPP_CLIENT_PACKAGE,
+    DRIVERS_DIR,
+    INTEROP_DIR,
+    BenchCache,
+    bench_cache,
+)
+
+MAVEN_ROLES = ("server", "client", "bench")
+
+
+class InstallError(RuntimeError):
+    """A bench step failed; the message says which registry or tool, and shows its output."""
+
+
+def _run(cmd: list[str], registry: str, *, cwd: Path | None = None,
+         env: dict[str, str] | None = None, timeout_s: float = 1200) -> str:
+    try:
+        proc = subprocess.run(
+            cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except FileNotFoundError as exc:
+        raise InstallError(f"{cmd[0]!r} is not installed (needed to reach {registry})") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise InstallError(f"{registry}: {' '.join(cmd)} ran past {timeout_s:.0f} s") from exc
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
+        raise InstallError(
+            f"{registry}: `{' '.join(cmd)}` failed with exit {proc.returncode}; "
+            f"is {registry} reachable?\n{tail}"
+        )
+    return proc.stdout
+
+
+def _digest(paths: Iterable[Path], *extra: str) -> str:
+    h = hashlib.sha256()
+    for path in sorted(paths):
+        h.update(str(path.relative_to(INTEROP_DIR)).encode())
+        h.update(path.read_bytes())
+    for item in extra:
+        h.update(item.encode())
+    return h.hexdigest()
+
+
+def _fresh(cache: BenchCache, step: str, digest: str, output: Path) -> bool:
+    stamp = cache.stamps / step
+    return output.exists() and stamp.exists() and stamp.read_text() == digest
+
+
+def _stamp(cache: BenchCache, step: str, digest: str) -> None:
+    cache.stamps.mkdir(parents=True, exist_ok=True)
+    tmp = cache.stamps / f".{step}.tmp"
+    tmp.write_text(digest)
+    os.replace(tmp, cache.stamps / step)
+
+
+def _replace_dir(staged: Path, final: Path) -> None:
+    if final.exists():
+        shutil.rmtree(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(staged, final)
+
+
+def install_maven(cache: BenchCache) -> str:
+    pom = INTEROP_DIR / "maven" / "pom.xml"
+    digest = _digest([pom])
+    if _fresh(cache, "maven", digest, cache.maven_lib):
+        return "up to date"
+    cache.root.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix="maven-", dir=cache.root))
+    for role in MAVEN_ROLES:
+        _run(
+            ["mvn", "-B", "-q", "-f", str(pom), "-P", role, "dependency:copy-dependencies",
+             f"-DoutputDirectory={staged / role}", "-DincludeScope=runtime"],
+            "Maven Central",
+        )
+    _replace_dir(staged, cache.maven_lib)
+    _stamp(cache, "maven", digest)
+    jars = sum(1 for _ in cache.maven_lib.rglob("*.jar"))
+    return f"{jars} jars in {', '.join(MAVEN_ROLES)}"
+
+
+def install_java(cache: BenchCache) -> str:
+    sources = sorted((DRIVERS_DIR / "java").rglob("*.java"))
+    if not sources:
+        raise InstallError("no Java driver sources under interop/drivers/java")
+    digest = _digest(sources, (cache.stamps / "maven").read_text())
+    if _fresh(cache, "java", digest, cache.java_driver_classes):
+        return "up to date"
+    staged = Path(tempfile.mkdtemp(prefix="java-", dir=cache.root))
+    _run(
+        ["javac", "-nowarn", "-encoding", "UTF-8", "-d", str(staged),
+         "-cp", cache.classpath("client"), *map(str, sources)],
+        "javac (JDK 17)",
+    )
+    _replace_dir(staged, cache.java_driver_classes)
+    _stamp(cache, "java", digest)
+    return f"{len(sources)} source file(s) compiled"
+
+
+def install_cpp(cache: BenchCache) -> str:
+    digest = _digest([], CPP_CLIENT_PACKAGE, sys.version)
+    if _fresh(cache, "cpp", digest, cache.cpp_python):
+        return "up to date"
+    if cache.cpp_venv.exists():
+        shutil.rmtree(cache.cpp_venv)
+    _run([sys.executable, "-m", "venv", str(cache.cpp_venv)], "python venv")
+    _run([str(cache.cpp_python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+          CPP_CLIENT_PACKAGE], "PyPI")
+    _stamp(cache, "cpp", digest)
+    return f"{CPP_CLIENT_PACKAGE} in {cache.cpp_venv}"
+
+
+def install_node(cache: BenchCache) -> str:
+    src = DRIVERS_DIR / "node"
+    manifests = [src / "package.json", src / "package-lock.json"]
+    digest = _digest(manifests)
+    if _fresh(cache, "node", digest, cache.node_modules):
+        return "up to date"
+    staged = Path(tempfile.mkdtemp(prefix="node-", dir=cache.root))
+    for manifest in manifests:
+        shutil.copy2(manifest, staged / manifest.name)
+    _run(["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"],
+         "the npm registry", cwd=staged)
+    _replace_dir(staged, cache.node_dir)
+    _stamp(cache, "node", digest)
+    return "ali-ons installed from package-lock.json"
+
+
+def install_go(cache: BenchCache) -> str:
+    src = DRIVERS_DIR / "go"
+    inputs = [p for p in src.rglob("*") if p.is_file() and p.suffix in {".go", ".mod", ".sum"}]
+    digest = _digest(inputs)
+    if _fresh(cache, "go", digest, cache.go_driver):
+        return "up to date"
+    cache.go_driver.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "GOFLAGS": "-mod=mod"}
+    staged = cache.go_driver.with_suffix(".tmp")
+    _run(["go", "build", "-o", str(staged), "."], "the Go module proxy", cwd=src, env=env)
+    os.replace(staged, cache.go_driver)
+    _stamp(cache, "go", digest)
+    return f"built {cache.go_driver}"
+
+
+STEPS: dict[str, Callable[[BenchCache], str]] = {
+    "maven": install_maven,
+    "java": install_java,
+    "cpp": install_cpp,
+    "node": install_node,
+    "go": install_go,
+}
+
+
+def install(steps: Iterable[str] = STEPS, *, force: bool = False,
+            cache: BenchCache | None = None) -> None:
+    cache = cache or bench_cache()
+    if force and cache.stamps.exists():
+        shutil.rmtree(cache.stamps)
+    for name in steps:
+        started = time.monotonic()
+        outcome = STEPS[name](cache)
+        print(f"interop.install {name:<6} {outcome} ({time.monotonic() - started:.1f} s)",
+              flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m interop.install", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("steps", nargs="*", metavar="STEP",
+                        help=f"some of: {', '.join(STEPS)} (default: all)")
+    parser.add_argument("--force", action="store_true", help="redo every step")
+    args = parser.parse_args(argv)
+    unknown = [step for step in args.steps if step not in STEPS]
+    if unknown:
+        parser.error(f"unknown step(s) {', '.join(unknown)}; choose from {', '.join(STEPS)}")
+    try:
+        install(args.steps or list(STEPS), force=args.force)
+    except InstallError as exc:
+        print(f"interop.install: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

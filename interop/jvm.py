@@ -1,0 +1,74 @@
+"""Java command lines for RocketMQ 4.9.x on JDK 17, and the small home folder it insists on."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# 4.9.x reflects into DirectByteBuffer's cleaner and sun.nio.ch; JDK 17 refuses that without these.
+JDK17_OPENS = [
+    "--add-opens", "java.base/java.nio=ALL-UNNAMED",
+    "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED",
+]
+
+_LOGBACK = """<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>${{rocketmq.log.dir}}/{name}.log</file>
+    <encoder><pattern>%d{{HH:mm:ss.SSS}} %-5p [%t] %c{{0}} - %m%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
+</configuration>
+"""
+
+# RocketMQ's startup classes read conf/logback_<name>.xml under ROCKETMQ_HOME.
+_LOGBACK_NAMES = ("namesrv", "broker", "tools")
+
+
+def java_binary() -> str:
+    """The JDK to run RocketMQ with: $SIDEWINDER_JAVA, else `java` on PATH (JDK 17 here)."""
+    return os.environ.get("SIDEWINDER_JAVA", "java")
+
+
+def make_rocketmq_home(workdir: Path) -> Path:
+    """A ROCKETMQ_HOME whose logback files write into `workdir/logs`; returns the home path."""
+    home = workdir / "rocketmq-home"
+    conf = home / "conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    (workdir / "logs").mkdir(parents=True, exist_ok=True)
+    for name in _LOGBACK_NAMES:
+        (conf / f"logback_{name}.xml").write_text(_LOGBACK.format(name=name))
+    return home
+
+
+def java_command(workdir: Path, classpath: str, main_class: str, args: list[str], *,
+                 heap_mb: int = 512, extra_props: dict[str, str] | None = None) -> list[str]:
+    """A `java` command whose logs, home and user.home all live under `workdir`."""
+    home = make_rocketmq_home(workdir)
+    props = {
+        "rocketmq.home.dir": str(home),
+        "user.home": str(workdir),
+        "rocketmq.log.dir": str(workdir / "logs"),
+        "rocketmq.client.logRoot": str(workdir / "logs"),
+        **(extra_props or {}),
+    }
+    return [
+        java_binary(),
+        f"-Xms{min(heap_mb, 128)}m",
+        f"-Xmx{heap_mb}m",
+        "-XX:+UseG1GC",
+        *JDK17_OPENS,
+        *(f"-D{k}={v}" for k, v in props.items()),
+        "-cp", classpath,
+        main_class,
+        *args,
+    ]
+
+
+def java_env(workdir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["ROCKETMQ_HOME"] = str(workdir / "rocketmq-home")
+    env["HOME"] = str(workdir)
+    return env

@@ -1,0 +1,63 @@
+"""Run RocketMQ's own mqadmin (`MQAdminStartup` from rocketmq-tools 4.9.8) against a name server.
+
+    out = mqadmin(target.namesrv_addr, "updateTopic", "-c", "DefaultCluster", "-t", "T1")
+    out = mqadmin(target.namesrv_addr, "consumerProgress", "-g", "G1")
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from interop.cache import BenchCache, bench_cache
+from interop.jvm import java_command, java_env
+
+MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
+
+
+@dataclass(frozen=True)
+class MQAdminResult:
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+class MQAdminError(RuntimeError):
+    pass
+
+
+def mqadmin(namesrv_addr: str, command: str, *args: str, timeout_s: float = 60.0,
+            workdir: Path | None = None, cache: BenchCache | None = None,
+            check: bool = True) -> MQAdminResult:
+    """Run one mqadmin sub-command with `-n namesrv_addr`.
+
+    mqadmin exits 0 on many failures and prints the Java exception instead, so with `check` an
+    exception trace in the output is an error as well as a non-zero exit.
+    """
+    cache = cache or bench_cache()
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="mqadmin-"))
+    argv = [command, "-n", namesrv_addr, *args]
+    cmd = java_command(workdir, cache.classpath("client"), MQADMIN_MAIN, argv, heap_mb=256)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                          env=java_env(workdir), cwd=workdir, check=False)
+    result = MQAdminResult(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
+    if check and (proc.returncode != 0 or "Exception:" in result.output):
+        raise MQAdminError(f"mqadmin {' '.join(argv)} failed ({proc.returncode}):\n"
+                           f"{result.output[-3000:]}")
+    return result
+
+
+def create_topic(namesrv_addr: str, topic: str, *, cluster: str = "DefaultCluster",
+                 queues: int = 4, order: bool = False, **kw: object) -> MQAdminResult:
+    """`updateTopic` on every broker of the cluster, with `queues` read and write queues."""
+    args = ["-c", cluster, "-t", topic, "-r", str(queues), "-w", str(queues)]
+    if order:
+        args += ["-o", "true"]
+    return mqadmin(namesrv_addr, "updateTopic", *args, **kw)  # type: ignore[arg-type]

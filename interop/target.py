@@ -1,0 +1,80 @@
+"""One interface, two targets: a running cluster of either real RocketMQ or Sidewinder.
+
+Tests and scripts ask for a target by kind and use only these attributes, so every scenario runs
+unchanged against both. A scenario that fails on RocketMQ is a wrong test; one that passes on
+RocketMQ and fails on Sidewinder is a Sidewinder bug.
+
+`sidewinder` joins TARGET_KINDS when Sidewinder's broker and name server exist; until then it is
+not offered at all (never faked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+from interop.rocketmq import RocketMQCluster
+
+
+class ClusterTarget(Protocol):
+    """What a test may use of a running cluster."""
+
+    kind: str
+    workdir: Path
+    store_path: Path
+    broker_name: str
+    cluster_name: str
+    broker_conf: dict[str, str | None]
+
+    @property
+    def namesrv_addr(self) -> str: ...
+
+    @property
+    def broker_addr(self) -> str: ...
+
+    def start(self) -> ClusterTarget: ...
+
+    def stop(self, timeout_s: float = 60.0) -> None: ...
+
+    def kill(self) -> None: ...
+
+    def restart(self) -> None: ...
+
+    def start_broker(self) -> None: ...
+
+    def stop_broker(self, timeout_s: float = 60.0) -> int | None: ...
+
+    def kill_broker(self) -> int | None: ...
+
+
+TargetFactory = Callable[..., ClusterTarget]
+
+TARGET_KINDS: dict[str, TargetFactory] = {
+    "rocketmq": RocketMQCluster,
+}
+
+
+def create_target(kind: str, workdir: Path,
+                  broker_conf: Mapping[str, Any] | None = None) -> ClusterTarget:
+    """A target of `kind`, configured but not started."""
+    try:
+        factory = TARGET_KINDS[kind]
+    except KeyError:
+        raise ValueError(
+            f"unknown target kind {kind!r}; available: {', '.join(TARGET_KINDS)}"
+        ) from None
+    return factory(workdir, broker_conf=broker_conf)
+
+
+@contextmanager
+def running_target(kind: str, workdir: Path,
+                   broker_conf: Mapping[str, Any] | None = None) -> Iterator[ClusterTarget]:
+    """Start a target, yield it, and stop it (by pid) whatever happens."""
+    target = create_target(kind, workdir, broker_conf)
+    target.start()
+    try:
+        yield target
+    finally:
+        target.stop()

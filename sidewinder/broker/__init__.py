@@ -1,0 +1,1 @@
+"""The broker process: wires the store and remoting through the processor table."""

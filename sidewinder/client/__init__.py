@@ -1,0 +1,1 @@
+"""The native Python client and mqadmin."""

@@ -1,0 +1,1 @@
+"""Shared plumbing: broker.conf properties, logging, service loops, file I/O."""

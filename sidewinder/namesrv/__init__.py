@@ -1,0 +1,1 @@
+"""The name server process: route table for brokers and topics."""

@@ -1,0 +1,1 @@
+"""Wire types shared by broker, client and store: request codes, headers, messages."""

@@ -1,0 +1,1 @@
+"""The Spark connector (PySpark Python Data Source API)."""

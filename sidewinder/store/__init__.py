@@ -1,0 +1,1 @@
+"""The RocketMQ-compatible message store: CommitLog, ConsumeQueue, IndexFile."""

@@ -1,0 +1,50 @@
+"""Shared fixtures: running cluster targets of each kind (see interop/target.py)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from interop.target import TARGET_KINDS, ClusterTarget, create_target
+
+_names = itertools.count(1)
+
+
+def unique(prefix: str) -> str:
+    """A topic or group name no other test of this session uses."""
+    return f"{prefix}_{next(_names)}"
+
+
+@pytest.fixture(scope="session", params=sorted(TARGET_KINDS))
+def target_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def target(target_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterTarget]:
+    """One running cluster of each kind, shared by the session's scenarios."""
+    cluster = create_target(target_kind, tmp_path_factory.mktemp(f"{target_kind}-shared"))
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def make_target(target_kind: str, tmp_path: Path) -> Iterator[Callable[..., ClusterTarget]]:
+    """A factory of fresh clusters (own store, own config) for crash and config scenarios."""
+    started: list[ClusterTarget] = []
+
+    def make(**broker_conf: Any) -> ClusterTarget:
+        cluster = create_target(target_kind, tmp_path / f"cluster{len(started)}", broker_conf)
+        started.append(cluster)
+        return cluster.start()
+
+    yield make
+    for cluster in started:
+        cluster.stop()
