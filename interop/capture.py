@@ -16,8 +16,21 @@ from typing import Any
 SERIALIZE_JSON = 0
 SERIALIZE_ROCKETMQ = 1
 
-LANGUAGES = ["JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP",
-             "GO", "PHP", "OMS", "RUST"]
+LANGUAGES = [
+    "JAVA",
+    "CPP",
+    "DOTNET",
+    "PYTHON",
+    "DELPHI",
+    "ERLANG",
+    "RUBY",
+    "OTHER",
+    "HTTP",
+    "GO",
+    "PHP",
+    "OMS",
+    "RUST",
+]
 
 
 class CaptureError(ValueError):
@@ -88,9 +101,14 @@ def decode_rocketmq_header(data: bytes) -> dict[str, Any]:
         pos += 4 + vlen
     if pos != len(data):
         raise CaptureError(f"ROCKETMQ header has {len(data) - pos} trailing bytes")
-    header: dict[str, Any] = {"code": code, "language": LANGUAGES[lang] if lang < len(LANGUAGES)
-                              else lang, "version": version, "opaque": opaque, "flag": flag,
-                              "extFields": ext}
+    header: dict[str, Any] = {
+        "code": code,
+        "language": LANGUAGES[lang] if lang < len(LANGUAGES) else lang,
+        "version": version,
+        "opaque": opaque,
+        "flag": flag,
+        "extFields": ext,
+    }
     if remark is not None:
         header["remark"] = remark
     return header
@@ -103,8 +121,11 @@ def read_capture(path: Path) -> list[CapturedFrame]:
         rec = json.loads(line)
         if "frame" not in rec:
             raise CaptureError(f"{path}:{lineno}: unframed bytes on connection {rec['conn']}")
-        frames.append(CapturedFrame(rec["conn"], rec["proxy"], rec["dir"], rec["t"],
-                                    base64.b64decode(rec["frame"])))
+        frames.append(
+            CapturedFrame(
+                rec["conn"], rec["proxy"], rec["dir"], rec["t"], base64.b64decode(rec["frame"])
+            )
+        )
     return frames
 
 

@@ -1,10 +1,10 @@
 """Run the stock-client drivers (interop/drivers/PROTOCOL.md) and collect their JSON events.
 
-    run = run_driver("go", "produce", namesrv=t.namesrv_addr, topic="T", group="P1", count=1000,
-                     tag="TagA", prop=["a=1"])
-    run.check(); run.sent()
-    consumer = start_driver("node", "consume", ..., expect=1000)   # runs while we produce
-    consumer.wait().received()
+run = run_driver("go", "produce", namesrv=t.namesrv_addr, topic="T", group="P1", count=1000,
+                 tag="TagA", prop=["a=1"])
+run.check(); run.sent()
+consumer = start_driver("node", "consume", ..., expect=1000)   # runs while we produce
+consumer.wait().received()
 """
 
 from __future__ import annotations
@@ -35,10 +35,19 @@ def driver_command(client: str, workdir: Path, cache: BenchCache | None = None) 
     cache = cache or bench_cache()
     if client == "java":
         classpath = f"{cache.java_driver_classes}:{cache.classpath('client')}"
-        return [java_binary(), "-Xms64m", "-Xmx256m", "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1", *JDK17_OPENS,
-                f"-Duser.home={workdir}", f"-Drocketmq.client.logRoot={workdir / 'logs'}",
-                "-cp", classpath, JAVA_DRIVER_MAIN]
+        return [
+            java_binary(),
+            "-Xms64m",
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            *JDK17_OPENS,
+            f"-Duser.home={workdir}",
+            f"-Drocketmq.client.logRoot={workdir / 'logs'}",
+            "-cp",
+            classpath,
+            JAVA_DRIVER_MAIN,
+        ]
     if client == "cpp":
         return [str(cache.cpp_python), str(DRIVERS_DIR / "cpp" / "driver.py")]
     if client == "node":
@@ -76,8 +85,7 @@ def body_for(index: int, *, body_prefix: str = "body-", body_size: int = -1) -> 
     base = f"{body_prefix}{index}".encode()
     if body_size < 0:
         return base
-    unit = base + b"|"
-    return (unit * (body_size // len(unit) + 1))[:body_size]
+    return (base + b"|" * max(body_size - len(base), 0))[:body_size]
 
 
 def body_md5(index: int, **kw: Any) -> str:
@@ -113,9 +121,11 @@ class DriverRun:
             f"--- {p}\n" + "\n".join(p.read_text(errors="replace").splitlines()[-15:])
             for p in sorted(self.workdir.rglob("*.log"))[:4]
         )
-        return (f"{self.client} {' '.join(self.argv)} -> exit {self.returncode} in "
-                f"{self.seconds:.1f} s, events {counts}\nerrors: {self.errors()[:5]}\n"
-                f"non-JSON stdout: {self.junk[:5]}\nstderr tail:\n{self.stderr[-2000:]}\n{logs}")
+        return (
+            f"{self.client} {' '.join(self.argv)} -> exit {self.returncode} in "
+            f"{self.seconds:.1f} s, events {counts}\nerrors: {self.errors()[:5]}\n"
+            f"non-JSON stdout: {self.junk[:5]}\nstderr tail:\n{self.stderr[-2000:]}\n{logs}"
+        )
 
     def check(self) -> DriverRun:
         """Raise unless the run exited 0 with a `done` event and clean stdout."""
@@ -127,22 +137,47 @@ class DriverRun:
 class DriverProcess:
     """A driver running in the background; `wait()` collects it into a DriverRun."""
 
-    def __init__(self, client: str, action: str, *, namesrv: str, topic: str, group: str,
-                 timeout_s: float = 60.0, workdir: Path | None = None,
-                 cache: BenchCache | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        client: str,
+        action: str,
+        *,
+        namesrv: str,
+        topic: str,
+        group: str,
+        timeout_s: float = 60.0,
+        workdir: Path | None = None,
+        cache: BenchCache | None = None,
+        **options: Any,
+    ) -> None:
         self.client = client
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix=f"driver-{client}-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.timeout_s = timeout_s
-        self.argv = [action, "--namesrv", namesrv, "--topic", topic, "--group", group,
-                     "--timeout", str(timeout_s), *option_args(options)]
+        self.argv = [
+            action,
+            "--namesrv",
+            namesrv,
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--timeout",
+            str(timeout_s),
+            *option_args(options),
+        ]
         cmd = driver_command(client, self.workdir, cache) + self.argv
         self._stdout = open(self.workdir / "driver.stdout", "w+b")  # noqa: SIM115
         self._stderr = open(self.workdir / "driver.stderr", "w+b")  # noqa: SIM115
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(cmd, stdout=self._stdout, stderr=self._stderr,
-                                     stdin=subprocess.DEVNULL, cwd=self.workdir,
-                                     env=driver_env(client, self.workdir, cache))
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=self._stdout,
+            stderr=self._stderr,
+            stdin=subprocess.DEVNULL,
+            cwd=self.workdir,
+            env=driver_env(client, self.workdir, cache),
+        )
 
     def events_so_far(self) -> list[dict[str, Any]]:
         return _parse(self._read(self.workdir / "driver.stdout"))[0]
@@ -156,8 +191,9 @@ class DriverProcess:
             if self.proc.poll() is not None:
                 break
             time.sleep(0.1)
-        raise DriverError(f"no {count} {kind!r} event(s) from {self.client}:\n"
-                          f"{self.wait(5).describe()}")
+        raise DriverError(
+            f"no {count} {kind!r} event(s) from {self.client}:\n{self.wait(5).describe()}"
+        )
 
     def wait(self, grace_s: float = 30.0) -> DriverRun:
         """Wait up to the driver's own timeout plus a grace, then kill it by pid."""
@@ -171,8 +207,16 @@ class DriverProcess:
         self._stdout.close()
         self._stderr.close()
         events, junk = _parse(self._read(self.workdir / "driver.stdout"))
-        return DriverRun(self.client, self.argv, self.proc.returncode, events,
-                         self._read(self.workdir / "driver.stderr"), seconds, self.workdir, junk)
+        return DriverRun(
+            self.client,
+            self.argv,
+            self.proc.returncode,
+            events,
+            self._read(self.workdir / "driver.stderr"),
+            seconds,
+            self.workdir,
+            junk,
+        )
 
     def kill(self) -> None:
         if self.proc.poll() is None:

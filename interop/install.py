@@ -39,8 +39,14 @@ class InstallError(RuntimeError):
     """A bench step failed; the message says which registry or tool, and shows its output."""
 
 
-def _run(cmd: list[str], registry: str, *, cwd: Path | None = None,
-         env: dict[str, str] | None = None, timeout_s: float = 1200) -> str:
+def _run(
+    cmd: list[str],
+    registry: str,
+    *,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 1200,
+) -> str:
     try:
         proc = subprocess.run(
             cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s, check=False
@@ -96,8 +102,18 @@ def install_maven(cache: BenchCache) -> str:
     staged = Path(tempfile.mkdtemp(prefix="maven-", dir=cache.root))
     for role in MAVEN_ROLES:
         _run(
-            ["mvn", "-B", "-q", "-f", str(pom), "-P", role, "dependency:copy-dependencies",
-             f"-DoutputDirectory={staged / role}", "-DincludeScope=runtime"],
+            [
+                "mvn",
+                "-B",
+                "-q",
+                "-f",
+                str(pom),
+                "-P",
+                role,
+                "dependency:copy-dependencies",
+                f"-DoutputDirectory={staged / role}",
+                "-DincludeScope=runtime",
+            ],
             "Maven Central",
         )
     _replace_dir(staged, cache.maven_lib)
@@ -115,8 +131,17 @@ def install_java(cache: BenchCache) -> str:
         return "up to date"
     staged = Path(tempfile.mkdtemp(prefix="java-", dir=cache.root))
     _run(
-        ["javac", "-nowarn", "-encoding", "UTF-8", "-d", str(staged),
-         "-cp", cache.classpath("client"), *map(str, sources)],
+        [
+            "javac",
+            "-nowarn",
+            "-encoding",
+            "UTF-8",
+            "-d",
+            str(staged),
+            "-cp",
+            cache.classpath("client"),
+            *map(str, sources),
+        ],
         "javac (JDK 17)",
     )
     _replace_dir(staged, cache.java_driver_classes)
@@ -131,8 +156,18 @@ def install_cpp(cache: BenchCache) -> str:
     if cache.cpp_venv.exists():
         shutil.rmtree(cache.cpp_venv)
     _run([sys.executable, "-m", "venv", str(cache.cpp_venv)], "python venv")
-    _run([str(cache.cpp_python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-          CPP_CLIENT_PACKAGE], "PyPI")
+    _run(
+        [
+            str(cache.cpp_python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            CPP_CLIENT_PACKAGE,
+        ],
+        "PyPI",
+    )
     _stamp(cache, "cpp", digest)
     return f"{CPP_CLIENT_PACKAGE} in {cache.cpp_venv}"
 
@@ -146,8 +181,11 @@ def install_node(cache: BenchCache) -> str:
     staged = Path(tempfile.mkdtemp(prefix="node-", dir=cache.root))
     for manifest in manifests:
         shutil.copy2(manifest, staged / manifest.name)
-    _run(["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"],
-         "the npm registry", cwd=staged)
+    _run(
+        ["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"],
+        "the npm registry",
+        cwd=staged,
+    )
     _replace_dir(staged, cache.node_dir)
     _stamp(cache, "node", digest)
     return "ali-ons installed from package-lock.json"
@@ -177,23 +215,29 @@ STEPS: dict[str, Callable[[BenchCache], str]] = {
 }
 
 
-def install(steps: Iterable[str] = STEPS, *, force: bool = False,
-            cache: BenchCache | None = None) -> None:
+def install(
+    steps: Iterable[str] = STEPS, *, force: bool = False, cache: BenchCache | None = None
+) -> None:
     cache = cache or bench_cache()
     if force and cache.stamps.exists():
         shutil.rmtree(cache.stamps)
     for name in steps:
         started = time.monotonic()
         outcome = STEPS[name](cache)
-        print(f"interop.install {name:<6} {outcome} ({time.monotonic() - started:.1f} s)",
-              flush=True)
+        print(
+            f"interop.install {name:<6} {outcome} ({time.monotonic() - started:.1f} s)", flush=True
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m interop.install", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("steps", nargs="*", metavar="STEP",
-                        help=f"some of: {', '.join(STEPS)} (default: all)")
+    parser = argparse.ArgumentParser(
+        prog="python -m interop.install",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "steps", nargs="*", metavar="STEP", help=f"some of: {', '.join(STEPS)} (default: all)"
+    )
     parser.add_argument("--force", action="store_true", help="redo every step")
     args = parser.parse_args(argv)
     unknown = [step for step in args.steps if step not in STEPS]

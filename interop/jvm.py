@@ -7,11 +7,16 @@ from pathlib import Path
 
 # 4.9.x reflects into DirectByteBuffer's cleaner and sun.nio.ch; JDK 17 refuses that without these.
 JDK17_OPENS = [
-    "--add-opens", "java.base/java.nio=ALL-UNNAMED",
-    "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
-    "--add-opens", "java.base/java.lang=ALL-UNNAMED",
-    "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
-    "--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.nio=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.lang=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-exports",
+    "java.base/jdk.internal.ref=ALL-UNNAMED",
 ]
 
 _LOGBACK = """<configuration>
@@ -43,8 +48,15 @@ def make_rocketmq_home(workdir: Path) -> Path:
     return home
 
 
-def java_command(workdir: Path, classpath: str, main_class: str, args: list[str], *,
-                 heap_mb: int = 512, extra_props: dict[str, str] | None = None) -> list[str]:
+def java_command(
+    workdir: Path,
+    classpath: str,
+    main_class: str,
+    args: list[str],
+    *,
+    heap_mb: int = 512,
+    extra_props: dict[str, str] | None = None,
+) -> list[str]:
     """A `java` command whose logs, home and user.home all live under `workdir`."""
     home = make_rocketmq_home(workdir)
     props = {
@@ -61,7 +73,8 @@ def java_command(workdir: Path, classpath: str, main_class: str, args: list[str]
         "-XX:+UseG1GC",
         *JDK17_OPENS,
         *(f"-D{k}={v}" for k, v in props.items()),
-        "-cp", classpath,
+        "-cp",
+        classpath,
         main_class,
         *args,
     ]

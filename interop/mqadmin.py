@@ -1,7 +1,7 @@
 """Run RocketMQ's own mqadmin (`MQAdminStartup` from rocketmq-tools 4.9.8) against a name server.
 
-    out = mqadmin(target.namesrv_addr, "updateTopic", "-c", "DefaultCluster", "-t", "T1")
-    out = mqadmin(target.namesrv_addr, "consumerProgress", "-g", "G1")
+out = mqadmin(target.namesrv_addr, "updateTopic", "-c", "DefaultCluster", "-t", "T1")
+out = mqadmin(target.namesrv_addr, "consumerProgress", "-g", "G1")
 """
 
 from __future__ import annotations
@@ -33,9 +33,15 @@ class MQAdminError(RuntimeError):
     pass
 
 
-def mqadmin(namesrv_addr: str, command: str, *args: str, timeout_s: float = 60.0,
-            workdir: Path | None = None, cache: BenchCache | None = None,
-            check: bool = True) -> MQAdminResult:
+def mqadmin(
+    namesrv_addr: str,
+    command: str,
+    *args: str,
+    timeout_s: float = 60.0,
+    workdir: Path | None = None,
+    cache: BenchCache | None = None,
+    check: bool = True,
+) -> MQAdminResult:
     """Run one mqadmin sub-command with `-n namesrv_addr`.
 
     mqadmin exits 0 on many failures and prints the Java exception instead, so with `check` an
@@ -45,17 +51,32 @@ def mqadmin(namesrv_addr: str, command: str, *args: str, timeout_s: float = 60.0
     workdir = workdir or Path(tempfile.mkdtemp(prefix="mqadmin-"))
     argv = [command, "-n", namesrv_addr, *args]
     cmd = java_command(workdir, cache.classpath("client"), MQADMIN_MAIN, argv, heap_mb=256)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
-                          env=java_env(workdir), cwd=workdir, check=False)
+    proc = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=java_env(workdir),
+        cwd=workdir,
+        check=False,
+    )
     result = MQAdminResult(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
     if check and (proc.returncode != 0 or "Exception:" in result.output):
-        raise MQAdminError(f"mqadmin {' '.join(argv)} failed ({proc.returncode}):\n"
-                           f"{result.output[-3000:]}")
+        raise MQAdminError(
+            f"mqadmin {' '.join(argv)} failed ({proc.returncode}):\n{result.output[-3000:]}"
+        )
     return result
 
 
-def create_topic(namesrv_addr: str, topic: str, *, cluster: str = "DefaultCluster",
-                 queues: int = 4, order: bool = False, **kw: object) -> MQAdminResult:
+def create_topic(
+    namesrv_addr: str,
+    topic: str,
+    *,
+    cluster: str = "DefaultCluster",
+    queues: int = 4,
+    order: bool = False,
+    **kw: object,
+) -> MQAdminResult:
     """`updateTopic` on every broker of the cluster, with `queues` read and write queues."""
     args = ["-c", cluster, "-t", topic, "-r", str(queues), "-w", str(queues)]
     if order:

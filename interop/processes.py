@@ -75,8 +75,13 @@ class ManagedProcess:
         self.out_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.out_path, "ab") as out:
             self.proc = subprocess.Popen(
-                self.cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=self.env, cwd=self.cwd, start_new_session=True,
+                self.cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env,
+                cwd=self.cwd,
+                start_new_session=True,
             )
 
     def alive(self) -> bool:

@@ -59,16 +59,26 @@ class CaptureWriter:
 class _Direction:
     """Splits one direction of a connection into frames, records and forwards them."""
 
-    def __init__(self, proxy: RecordingProxy, conn: int, name: str,
-                 writer: asyncio.StreamWriter, rewrite: Mapping[bytes, bytes]) -> None:
+    def __init__(
+        self,
+        proxy: RecordingProxy,
+        conn: int,
+        name: str,
+        writer: asyncio.StreamWriter,
+        rewrite: Mapping[bytes, bytes],
+    ) -> None:
         self.proxy, self.conn, self.name = proxy, conn, name
         self.writer, self.rewrite = writer, rewrite
         self.buffer = bytearray()
         self.passthrough = False
 
     def feed(self, data: bytes) -> None:
+        # Without a rewrite the bytes go on at once, so a torn frame reaches the peer as it
+        # would without us; with one, whole frames are held back until rewritten.
+        if not self.rewrite:
+            self.writer.write(data)
         if self.passthrough:
-            self._emit(data, framed=False)
+            self._record(data, framed=False)
             return
         self.buffer += data
         while len(self.buffer) >= 4:
@@ -94,20 +104,34 @@ class _Direction:
             self.buffer.clear()
 
     def _emit(self, data: bytes, *, framed: bool) -> None:
-        record = {"conn": self.conn, "proxy": self.proxy.label, "dir": self.name,
-                  "t": round(time.time(), 6)}
+        self._record(data, framed=framed)
+        if self.rewrite:
+            self.writer.write(data)
+
+    def _record(self, data: bytes, *, framed: bool) -> None:
+        record = {
+            "conn": self.conn,
+            "proxy": self.proxy.label,
+            "dir": self.name,
+            "t": round(time.time(), 6),
+        }
         key = "frame" if framed else "raw"
         record[key] = base64.b64encode(data).decode("ascii")
         self.proxy.writer.record(**record)
-        self.writer.write(data)
 
 
 class RecordingProxy:
     """Listens on 127.0.0.1 and relays each connection to `upstream`, recording every frame."""
 
-    def __init__(self, upstream: str, writer: CaptureWriter, *, label: str = "",
-                 listen_port: int = 0,
-                 rewrite_to_client: Mapping[bytes, bytes] | None = None) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        writer: CaptureWriter,
+        *,
+        label: str = "",
+        listen_port: int = 0,
+        rewrite_to_client: Mapping[bytes, bytes] | None = None,
+    ) -> None:
         host, port = upstream.rsplit(":", 1)
         self.upstream = (host, int(port))
         self.writer = writer
@@ -136,8 +160,7 @@ class RecordingProxy:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _accept(self, client_r: asyncio.StreamReader,
-                      client_w: asyncio.StreamWriter) -> None:
+    async def _accept(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
@@ -152,6 +175,8 @@ class RecordingProxy:
         s2c = _Direction(self, conn, "s2c", client_w, self.rewrite)
         try:
             await asyncio.gather(self._pump(client_r, c2s), self._pump(server_r, s2c))
+        except asyncio.CancelledError:
+            pass  # the proxy is closing; the finally below tears the pair down
         finally:
             for w in (client_w, server_w):
                 w.close()
@@ -175,26 +200,38 @@ class RecordingProxy:
 class ProxySession:
     """Proxies running on a private event loop thread, for synchronous tests and scripts.
 
-        with ProxySession(capture_path) as session:
-            ns = session.add("127.0.0.1:9876", label="namesrv")
-            ...
+    with ProxySession(capture_path) as session:
+        ns = session.add("127.0.0.1:9876", label="namesrv")
+        ...
     """
 
     def __init__(self, capture_path: Path) -> None:
         self.writer = CaptureWriter(capture_path)
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="recording-proxy",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="recording-proxy", daemon=True
+        )
         self.proxies: list[RecordingProxy] = []
 
     def __enter__(self) -> ProxySession:
         self._thread.start()
         return self
 
-    def add(self, upstream: str, *, label: str = "", listen_port: int = 0,
-            rewrite_to_client: Mapping[bytes, bytes] | None = None) -> RecordingProxy:
-        proxy = RecordingProxy(upstream, self.writer, label=label, listen_port=listen_port,
-                               rewrite_to_client=rewrite_to_client)
+    def add(
+        self,
+        upstream: str,
+        *,
+        label: str = "",
+        listen_port: int = 0,
+        rewrite_to_client: Mapping[bytes, bytes] | None = None,
+    ) -> RecordingProxy:
+        proxy = RecordingProxy(
+            upstream,
+            self.writer,
+            label=label,
+            listen_port=listen_port,
+            rewrite_to_client=rewrite_to_client,
+        )
         asyncio.run_coroutine_threadsafe(proxy.start(), self._loop).result(10)
         self.proxies.append(proxy)
         return proxy
@@ -209,22 +246,36 @@ class ProxySession:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m interop.proxy", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m interop.proxy",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--upstream", required=True, help="HOST:PORT of the real server")
     parser.add_argument("--out", required=True, type=Path, help="capture file (JSON lines)")
     parser.add_argument("--listen-port", type=int, default=0)
     parser.add_argument("--label", default="")
-    parser.add_argument("--rewrite", action="append", default=[], metavar="OLD=NEW",
-                        help="same-length replacement in server-to-client frames")
+    parser.add_argument(
+        "--rewrite",
+        action="append",
+        default=[],
+        metavar="OLD=NEW",
+        help="same-length replacement in server-to-client frames",
+    )
     args = parser.parse_args(argv)
-    rewrite = {old.encode(): new.encode()
-               for old, new in (item.split("=", 1) for item in args.rewrite)}
+    rewrite = {
+        old.encode(): new.encode() for old, new in (item.split("=", 1) for item in args.rewrite)
+    }
 
     async def serve() -> None:
         writer = CaptureWriter(args.out)
-        proxy = RecordingProxy(args.upstream, writer, label=args.label,
-                               listen_port=args.listen_port, rewrite_to_client=rewrite)
+        proxy = RecordingProxy(
+            args.upstream,
+            writer,
+            label=args.label,
+            listen_port=args.listen_port,
+            rewrite_to_client=rewrite,
+        )
         await proxy.start()
         print(f"recording {proxy.addr} -> {args.upstream} into {args.out}", flush=True)
         try:

@@ -29,8 +29,14 @@ BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
 TEST_DELAY_LEVELS = " ".join(f"{n}s" for n in range(1, 19))
 
 
-def test_broker_conf(*, broker_name: str = "broker-a", cluster: str = "DefaultCluster",
-                     store: Path, namesrv_addr: str, listen_port: int) -> dict[str, str]:
+def test_broker_conf(
+    *,
+    broker_name: str = "broker-a",
+    cluster: str = "DefaultCluster",
+    store: Path,
+    namesrv_addr: str,
+    listen_port: int,
+) -> dict[str, str]:
     """broker.conf for a test broker: small segments, store in a temp dir, loopback only."""
     return {
         "brokerClusterName": cluster,
@@ -66,9 +72,16 @@ class RocketMQCluster:
 
     kind = "rocketmq"
 
-    def __init__(self, workdir: Path, *, broker_conf: Mapping[str, Any] | None = None,
-                 cache: BenchCache | None = None, broker_heap_mb: int = 512,
-                 namesrv_heap_mb: int = 256, startup_timeout_s: float = 90.0) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        broker_conf: Mapping[str, Any] | None = None,
+        cache: BenchCache | None = None,
+        broker_heap_mb: int = 512,
+        namesrv_heap_mb: int = 256,
+        startup_timeout_s: float = 90.0,
+    ) -> None:
         self.workdir = Path(workdir)
         self.cache = cache or bench_cache()
         self.startup_timeout_s = startup_timeout_s
@@ -77,8 +90,9 @@ class RocketMQCluster:
         # The broker also binds listenPort-2 (fast channel) and listenPort+1 (HA).
         self.broker_port = free_port_block((-2, 0, 1))
         self.store_path = self.workdir / "store"
-        conf = test_broker_conf(store=self.store_path, namesrv_addr=self.namesrv_addr,
-                                listen_port=self.broker_port)
+        conf = test_broker_conf(
+            store=self.store_path, namesrv_addr=self.namesrv_addr, listen_port=self.broker_port
+        )
         conf.update({k: str(v) if v is not None else None for k, v in (broker_conf or {}).items()})
         self.broker_conf: dict[str, str | None] = dict(conf)
         self.broker_name = str(conf["brokerName"])
@@ -88,16 +102,30 @@ class RocketMQCluster:
         logs = self.workdir / "logs"
         self.namesrv = ManagedProcess(
             "rocketmq name server",
-            java_command(self.workdir, self.cache.classpath("server"), NAMESRV_MAIN,
-                         ["-c", str(self.workdir / "namesrv.conf")], heap_mb=namesrv_heap_mb),
-            self.workdir / "namesrv.out", env=java_env(self.workdir), cwd=self.workdir,
+            java_command(
+                self.workdir,
+                self.cache.classpath("server"),
+                NAMESRV_MAIN,
+                ["-c", str(self.workdir / "namesrv.conf")],
+                heap_mb=namesrv_heap_mb,
+            ),
+            self.workdir / "namesrv.out",
+            env=java_env(self.workdir),
+            cwd=self.workdir,
             log_paths=[logs / "namesrv.log"],
         )
         self.broker = ManagedProcess(
             "rocketmq broker",
-            java_command(self.workdir, self.cache.classpath("server"), BROKER_MAIN,
-                         ["-c", str(self.workdir / "broker.conf")], heap_mb=broker_heap_mb),
-            self.workdir / "broker.out", env=java_env(self.workdir), cwd=self.workdir,
+            java_command(
+                self.workdir,
+                self.cache.classpath("server"),
+                BROKER_MAIN,
+                ["-c", str(self.workdir / "broker.conf")],
+                heap_mb=broker_heap_mb,
+            ),
+            self.workdir / "broker.out",
+            env=java_env(self.workdir),
+            cwd=self.workdir,
             log_paths=[logs / "broker.log"],
         )
 
@@ -134,8 +162,10 @@ class RocketMQCluster:
     def start_namesrv(self) -> None:
         self.namesrv.start()
         self.namesrv.wait_ready(
-            lambda: self.namesrv.output_contains("boot success")
-            and can_connect("127.0.0.1", self.namesrv_port),
+            lambda: (
+                self.namesrv.output_contains("boot success")
+                and can_connect("127.0.0.1", self.namesrv_port)
+            ),
             self.startup_timeout_s,
         )
 
@@ -163,8 +193,9 @@ class RocketMQCluster:
 
     def stop(self, timeout_s: float = 60.0) -> None:
         """Graceful stop of both (in parallel: a 4.9 broker takes seconds to shut down)."""
-        threads = [threading.Thread(target=p.stop, args=(timeout_s,))
-                   for p in (self.broker, self.namesrv)]
+        threads = [
+            threading.Thread(target=p.stop, args=(timeout_s,)) for p in (self.broker, self.namesrv)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -189,8 +220,11 @@ class RocketMQCluster:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m interop.rocketmq", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m interop.rocketmq",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("conf", nargs="*", metavar="KEY=VALUE", help="broker.conf overrides")
     args = parser.parse_args(argv)
@@ -199,9 +233,11 @@ def main(argv: list[str] | None = None) -> int:
     cluster = RocketMQCluster(workdir, broker_conf=overrides)
     started = time.monotonic()
     with cluster:
-        print(f"namesrv {cluster.namesrv_addr}  broker {cluster.broker_addr}  "
-              f"store {cluster.store_path}  (up in {time.monotonic() - started:.1f} s); Ctrl-C stops",
-              flush=True)
+        print(
+            f"namesrv {cluster.namesrv_addr}  broker {cluster.broker_addr}  "
+            f"store {cluster.store_path}  (up in {time.monotonic() - started:.1f} s); Ctrl-C stops",
+            flush=True,
+        )
         try:
             while cluster.broker.alive() and cluster.namesrv.alive():
                 time.sleep(1)

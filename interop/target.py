@@ -56,8 +56,9 @@ TARGET_KINDS: dict[str, TargetFactory] = {
 }
 
 
-def create_target(kind: str, workdir: Path,
-                  broker_conf: Mapping[str, Any] | None = None) -> ClusterTarget:
+def create_target(
+    kind: str, workdir: Path, broker_conf: Mapping[str, Any] | None = None
+) -> ClusterTarget:
     """A target of `kind`, configured but not started."""
     try:
         factory = TARGET_KINDS[kind]
@@ -69,8 +70,9 @@ def create_target(kind: str, workdir: Path,
 
 
 @contextmanager
-def running_target(kind: str, workdir: Path,
-                   broker_conf: Mapping[str, Any] | None = None) -> Iterator[ClusterTarget]:
+def running_target(
+    kind: str, workdir: Path, broker_conf: Mapping[str, Any] | None = None
+) -> Iterator[ClusterTarget]:
     """Start a target, yield it, and stop it (by pid) whatever happens."""
     target = create_target(kind, workdir, broker_conf)
     target.start()

@@ -2,8 +2,9 @@ module sidewinder.local/interop/godriver
 
 go 1.21
 
+require github.com/apache/rocketmq-client-go/v2 v2.1.2
+
 require (
-	github.com/apache/rocketmq-client-go/v2 v2.1.2 // indirect
 	github.com/emirpasic/gods v1.12.0 // indirect
 	github.com/golang/mock v1.3.1 // indirect
 	github.com/google/uuid v1.3.0 // indirect

@@ -255,6 +255,7 @@ async function produce(opts) {
   if (!ons) return;
   const { Producer, Message } = ons;
 
+  installInnerProducer(Producer, clientOptions(opts));
   const producer = new Producer(Object.assign(clientOptions(opts), { producerGroup: opts.group }));
   producer.on('error', err => logger.error('[driver] producer error: %s', err && err.stack || err));
   await producer.ready();
@@ -325,6 +326,17 @@ async function produce(opts) {
   finish(0);
 }
 
+// ali-ons starts one hidden producer per process (group CLIENT_INNER_PRODUCER, used by the push
+// consumer's send-back fallback) on the first Producer#init / Consumer#init. Create it the same way
+// ourselves, first, so it gets an 'error' listener: an sdk-base object without one prints every
+// error to stderr.
+function installInnerProducer(Producer, options) {
+  if (Producer.defaultProducer) return;
+  const inner = new Producer(Object.assign({}, options, { producerGroup: 'CLIENT_INNER_PRODUCER' }));
+  inner.on('error', err => logger.error('[driver] inner producer error: %s', err && err.stack || err));
+  Producer.defaultProducer = inner;
+}
+
 // ali-ons starts one hidden CLIENT_INNER_PRODUCER per process; close it so the client
 // unregisters and drops its connections.
 async function closeInnerProducer(Producer) {
@@ -355,6 +367,7 @@ async function consume(opts) {
   const { Consumer, Producer } = ons;
 
   const broadcasting = model === 'broadcasting';
+  installInnerProducer(Producer, clientOptions(opts));
   const consumer = new Consumer(Object.assign(clientOptions(opts), {
     consumerGroup: opts.group,
     isBroadcast: broadcasting,
