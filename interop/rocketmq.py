@@ -86,14 +86,16 @@ class RocketMQCluster:
         self.cache = cache or bench_cache()
         self.startup_timeout_s = startup_timeout_s
         self._check_cache()
+        overrides = dict(broker_conf or {})
         self.namesrv_port = free_port_block()
         # The broker also binds listenPort-2 (fast channel) and listenPort+1 (HA).
-        self.broker_port = free_port_block((-2, 0, 1))
-        self.store_path = self.workdir / "store"
+        self.broker_port = int(overrides.get("listenPort") or free_port_block((-2, 0, 1)))
+        # An existing store (a golden fixture, say) is opened by naming it in broker_conf.
+        self.store_path = Path(overrides.get("storePathRootDir") or self.workdir / "store")
         conf = test_broker_conf(
             store=self.store_path, namesrv_addr=self.namesrv_addr, listen_port=self.broker_port
         )
-        conf.update({k: str(v) if v is not None else None for k, v in (broker_conf or {}).items()})
+        conf.update({k: str(v) if v is not None else None for k, v in overrides.items()})
         self.broker_conf: dict[str, str | None] = dict(conf)
         self.broker_name = str(conf["brokerName"])
         self.cluster_name = str(conf["brokerClusterName"])

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any
 
-from interop.drivers import DriverRun, body_md5, run_driver, start_driver
+from interop.drivers import (
+    DriverError,
+    DriverProcess,
+    DriverRun,
+    body_md5,
+    run_driver,
+    start_driver,
+)
 from interop.target import ClusterTarget
 
 DEFAULT_PROPS = ["color=blue", "n=7"]
@@ -126,5 +134,92 @@ def assert_received_all(
         assert e["bodyLen"] == origin["bodyLen"], (e, origin)
         if tags is not None:
             assert e.get("tags") == tags, e
-        if "properties" in e:
+        if props is not None and "properties" in e:
             assert e["properties"] == expected_props, e
+
+
+def by_index(sent: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`sent` events in message order (async sends report in completion order)."""
+    return sorted(sent, key=lambda e: e["index"])
+
+
+def wait_with_arrivals(
+    proc: DriverProcess, *, poll_s: float = 0.05
+) -> tuple[DriverRun, list[float]]:
+    """Wait for a background driver, noting when each event line first showed up (time.time()).
+
+    The drivers flush every line at once, so the time noted for an event is no earlier than the
+    moment the client handed it over (it is later by up to `poll_s` plus scheduling).
+    """
+    seen: list[float] = []
+    deadline = proc.started + proc.timeout_s + 30
+    while proc.proc.poll() is None and time.monotonic() < deadline:
+        events = proc.events_so_far()
+        now = time.time()
+        seen.extend([now] * (len(events) - len(seen)))
+        time.sleep(poll_s)
+    run = proc.wait()
+    now = time.time()
+    seen.extend([now] * (len(run.events) - len(seen)))
+    return run, seen
+
+
+# RocketMQ's flow control: a send that waited too long in the broker's queue (or met a busy page
+# cache) is refused with SYSTEM_BUSY and never stored. A loaded test machine can trigger it.
+BROKER_BUSY = ("[TIMEOUT_CLEAN_QUEUE]", "[PCBUSY_CLEAN_QUEUE]", "[REJECTREQUEST]", "broker busy")
+
+
+def produce_all(
+    target: ClusterTarget,
+    client: str,
+    topic: str,
+    count: int,
+    *,
+    group: str,
+    timeout_s: float = 120,
+    attempts: int = 5,
+    **options: Any,
+) -> list[dict[str, Any]]:
+    """`produce`, except that messages the broker refused as busy are sent again.
+
+    Only that refusal is forgiven, the way an application retries it: the missing indices go out
+    again through a new run of the same client with the same options (ranges start where the
+    failed send or batch started, so batches keep their boundaries). Any other error fails.
+    Returns the `sent` events in index order.
+    """
+    start = int(options.pop("start", 0))
+    sent: dict[int, dict[str, Any]] = {}
+    for attempt in range(attempts):
+        missing = [i for i in range(start, start + count) if i not in sent]
+        if not missing:
+            break
+        if attempt:
+            time.sleep(1.0)
+        ranges: list[list[int]] = []
+        for i in missing:
+            if ranges and ranges[-1][1] == i:
+                ranges[-1][1] = i + 1
+            else:
+                ranges.append([i, i + 1])
+        for first, end in ranges:
+            run = run_driver(
+                client,
+                "produce",
+                namesrv=target.namesrv_addr,
+                topic=topic,
+                group=group,
+                count=end - first,
+                start=first,
+                timeout_s=timeout_s,
+                **options,
+            )
+            sent.update((e["index"], e) for e in run.sent())
+            if run.returncode == 0 and run.of("done") and not run.junk:
+                continue
+            busy = run.errors() and all(
+                e.get("error") == "send" and any(m in str(e.get("message")) for m in BROKER_BUSY)
+                for e in run.errors()
+            )
+            if not busy or attempt == attempts - 1:
+                raise DriverError(run.describe())
+    return [sent[i] for i in sorted(sent)]

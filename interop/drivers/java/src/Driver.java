@@ -222,7 +222,7 @@ public final class Driver {
         "namesrv", "topic", "group", "count", "expect", "answer", "timeout", "instance",
         "mode", "batch-size", "tag", "keys-prefix", "body-prefix", "body-size", "prop",
         "delay-level", "queue", "start", "model", "tags", "sql", "from", "seek",
-        "reconsume-later", "linger", "serialize", "vip"));
+        "reconsume-later", "linger", "serialize", "vip", "compress-over"));
 
     static final Map<String, List<String>> OPTS = new LinkedHashMap<>();
 
@@ -632,7 +632,8 @@ public final class Driver {
         final long start = longOpt("start", 0);
         String answer = null;
         if (transact) {
-            answer = oneOf("answer", null, "commit", "rollback", "unknown-commit", "unknown-rollback");
+            answer = oneOf("answer", null, "commit", "rollback", "unknown-commit", "unknown-rollback",
+                "unknown");
             if (!mode.equals("sync")) {
                 throw new Unsupported("transactional send has no --mode " + mode + " in the Java client");
             }
@@ -657,6 +658,8 @@ public final class Driver {
         p.setNamesrvAddr(namesrv);
         p.setInstanceName(instance);
         p.setVipChannelEnabled(vip);
+        // Bodies above this many bytes are sent zlib-compressed (the client's default is 4096).
+        p.setCompressMsgBodyOverHowmuch(intOpt("compress-over", 4096));
         p.start();
         emit(ev("ready"));
         phase = "sending";
@@ -819,11 +822,17 @@ public final class Driver {
                 local = LocalTransactionState.UNKNOW;
                 onCheck = LocalTransactionState.COMMIT_MESSAGE;
                 break;
+            case "unknown":
+                // Leaves half messages pending: the run ends without waiting for any check.
+                local = LocalTransactionState.UNKNOW;
+                onCheck = LocalTransactionState.UNKNOW;
+                break;
             default:
                 local = LocalTransactionState.UNKNOW;
                 onCheck = LocalTransactionState.ROLLBACK_MESSAGE;
         }
-        final String checkAnswer = onCheck == LocalTransactionState.COMMIT_MESSAGE ? "commit" : "rollback";
+        final String checkAnswer = onCheck == LocalTransactionState.COMMIT_MESSAGE ? "commit"
+            : onCheck == LocalTransactionState.ROLLBACK_MESSAGE ? "rollback" : "unknown";
         final Set<String> finalized = ConcurrentHashMap.newKeySet();
         final AtomicLong lastCheck = new AtomicLong();
 
@@ -892,7 +901,7 @@ public final class Driver {
                 break;
             }
         }
-        if (ok && local == LocalTransactionState.UNKNOW) {
+        if (ok && local == LocalTransactionState.UNKNOW && onCheck != LocalTransactionState.UNKNOW) {
             phase = "waiting for transaction checks (" + txIds.size() + " sent)";
             while (!finalized.containsAll(txIds)) {
                 Thread.sleep(50);

@@ -1,0 +1,75 @@
+"""RocketMQ's own mqadmin against the target: the commands operators run most."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from interop import fastjson
+from interop.mqadmin import MQAdminError, create_topic, mqadmin
+from interop.target import ClusterTarget
+from tests.conftest import unique
+from tests.interop.scenarios import consume, produce
+
+pytestmark = pytest.mark.interop
+
+
+def test_update_topic_then_list_and_route(target: ClusterTarget) -> None:
+    topic = unique("AdminTopic")
+    out = create_topic(target.namesrv_addr, topic, queues=6).output
+    assert f"create topic to {target.broker_addr} success" in out
+    assert topic in mqadmin(target.namesrv_addr, "topicList").stdout.split()
+    route = mqadmin(target.namesrv_addr, "topicRoute", "-t", topic).stdout
+    # RocketMQ prints the route the way its fastjson writes it, integer keys unquoted.
+    data = fastjson.loads_from(route)
+    (queue_data,) = data["queueDatas"]
+    assert queue_data["brokerName"] == target.broker_name
+    assert (queue_data["readQueueNums"], queue_data["writeQueueNums"]) == (6, 6)
+    assert queue_data["perm"] == 6
+    (broker_data,) = data["brokerDatas"]
+    assert broker_data["brokerAddrs"] == {"0": target.broker_addr}
+
+
+def test_cluster_list_and_broker_status(target: ClusterTarget) -> None:
+    clusters = mqadmin(target.namesrv_addr, "clusterList").stdout
+    row = next(line for line in clusters.splitlines() if target.broker_name in line)
+    assert row.split()[:4] == [target.cluster_name, target.broker_name, "0", target.broker_addr]
+    status = mqadmin(target.namesrv_addr, "brokerStatus", "-b", target.broker_addr).stdout
+    fields = dict(re.findall(r"^(\w+)\s*:\s*(.*)$", status, re.MULTILINE))
+    for key in ("msgPutTotalTodayNow", "commitLogMaxOffset", "putTps", "brokerVersionDesc"):
+        assert key in fields, f"brokerStatus lacks {key}:\n{status}"
+
+
+def test_consumer_progress_after_a_group_consumed(target: ClusterTarget) -> None:
+    topic, group = unique("ProgressTopic"), unique("ProgressGroup")
+    create_topic(target.namesrv_addr, topic)
+    produce(target, "java", topic, 40, group=unique("PG"))
+    consume(target, "java", topic, 40, group=group)
+    # The Java consumer persists its offsets as it shuts down; the table reads them back.
+    out = mqadmin(target.namesrv_addr, "consumerProgress", "-g", group).stdout
+    rows = [line.split() for line in out.splitlines() if line.startswith(topic)]
+    assert len(rows) == 4, out
+    # columns: topic, broker, queue, broker offset, consumer offset, client ip, diff, last time
+    assert sum(int(r[3]) for r in rows) == 40
+    assert all(r[3] == r[4] for r in rows), out
+    assert re.search(r"Diff Total:\s*0\b", out), out
+
+
+def test_query_message_by_id_and_by_key(target: ClusterTarget) -> None:
+    topic = unique("QueryTopic")
+    create_topic(target.namesrv_addr, topic)
+    sent = produce(target, "java", topic, 5, group=unique("PG"), keys_prefix="order-", tag="TagQ")
+    wanted = sent[3]
+    by_id = mqadmin(target.namesrv_addr, "queryMsgById", "-i", wanted["offsetMsgId"]).stdout
+    assert re.search(rf"Topic:\s+{topic}\b", by_id), by_id
+    assert re.search(r"Keys:\s+\[?order-3\]?", by_id), by_id
+    assert re.search(r"Tags:\s+\[?TagQ\]?", by_id), by_id
+    by_key = mqadmin(target.namesrv_addr, "queryMsgByKey", "-t", topic, "-k", "order-3").stdout
+    assert wanted["msgId"] in by_key, by_key
+    assert "order-4" not in by_key
+
+
+def test_a_failing_command_raises_with_its_output(target: ClusterTarget) -> None:
+    with pytest.raises(MQAdminError, match="topicRoute"):
+        mqadmin(target.namesrv_addr, "topicRoute", "-t", unique("NoSuchTopic"))
