@@ -57,6 +57,26 @@ def driver_command(client: str, workdir: Path, cache: BenchCache | None = None) 
     raise ValueError(f"unknown client {client!r}; one of {', '.join(CLIENTS)}")
 
 
+# What each driver needs from the bench cache, and the registry its install step uses.
+DRIVER_ARTIFACTS = {
+    "java": (lambda c: c.java_driver_classes, "java", "Maven Central"),
+    "cpp": (lambda c: c.cpp_python, "cpp", "PyPI"),
+    "node": (lambda c: c.node_modules / "ali-ons", "node", "the npm registry"),
+    "go": (lambda c: c.go_driver, "go", "the Go module proxy"),
+}
+
+
+def check_driver_installed(client: str, cache: BenchCache | None = None) -> None:
+    """Fail loudly, naming the install step and its registry, when a driver is not built."""
+    cache = cache or bench_cache()
+    artifact, step, registry = DRIVER_ARTIFACTS[client]
+    if not artifact(cache).exists():
+        raise DriverError(
+            f"the {client} driver is not installed ({artifact(cache)} is missing): run "
+            f"`python -m interop.install {step}` (it needs {registry} once)"
+        )
+
+
 def driver_env(client: str, workdir: Path, cache: BenchCache | None = None) -> dict[str, str]:
     cache = cache or bench_cache()
     # Every client writes logs (and ali-ons broadcast offsets) under $HOME: keep them per run.
@@ -166,6 +186,7 @@ class DriverProcess:
             str(timeout_s),
             *option_args(options),
         ]
+        check_driver_installed(client, cache)
         cmd = driver_command(client, self.workdir, cache) + self.argv
         self._stdout = open(self.workdir / "driver.stdout", "w+b")  # noqa: SIM115
         self._stderr = open(self.workdir / "driver.stderr", "w+b")  # noqa: SIM115

@@ -100,12 +100,27 @@ def install_maven(cache: BenchCache) -> str:
         return "up to date"
     cache.root.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix="maven-", dir=cache.root))
+    try:
+        _copy_maven_roles(pom, staged)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    _replace_dir(staged, cache.maven_lib)
+    _stamp(cache, "maven", digest)
+    jars = sum(1 for _ in cache.maven_lib.rglob("*.jar"))
+    return f"{jars} jars in {', '.join(MAVEN_ROLES)}"
+
+
+def _copy_maven_roles(pom: Path, staged: Path) -> None:
+    # A settings file (a mirror, a proxy) for machines that reach Maven Central another way.
+    settings = os.environ.get("SIDEWINDER_MAVEN_SETTINGS")
     for role in MAVEN_ROLES:
         _run(
             [
                 "mvn",
                 "-B",
                 "-q",
+                *(["-s", settings] if settings else []),
                 "-f",
                 str(pom),
                 "-P",
@@ -116,10 +131,6 @@ def install_maven(cache: BenchCache) -> str:
             ],
             "Maven Central",
         )
-    _replace_dir(staged, cache.maven_lib)
-    _stamp(cache, "maven", digest)
-    jars = sum(1 for _ in cache.maven_lib.rglob("*.jar"))
-    return f"{jars} jars in {', '.join(MAVEN_ROLES)}"
 
 
 def install_java(cache: BenchCache) -> str:
@@ -129,6 +140,7 @@ def install_java(cache: BenchCache) -> str:
     digest = _digest(sources, (cache.stamps / "maven").read_text())
     if _fresh(cache, "java", digest, cache.java_driver_classes):
         return "up to date"
+    cache.root.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix="java-", dir=cache.root))
     _run(
         [
@@ -178,6 +190,7 @@ def install_node(cache: BenchCache) -> str:
     digest = _digest(manifests)
     if _fresh(cache, "node", digest, cache.node_modules):
         return "up to date"
+    cache.root.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix="node-", dir=cache.root))
     for manifest in manifests:
         shutil.copy2(manifest, staged / manifest.name)
@@ -198,9 +211,8 @@ def install_go(cache: BenchCache) -> str:
     if _fresh(cache, "go", digest, cache.go_driver):
         return "up to date"
     cache.go_driver.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "GOFLAGS": "-mod=mod"}
     staged = cache.go_driver.with_suffix(".tmp")
-    _run(["go", "build", "-o", str(staged), "."], "the Go module proxy", cwd=src, env=env)
+    _run(["go", "build", "-o", str(staged), "."], "the Go module proxy", cwd=src)
     os.replace(staged, cache.go_driver)
     _stamp(cache, "go", digest)
     return f"built {cache.go_driver}"
@@ -219,8 +231,9 @@ def install(
     steps: Iterable[str] = STEPS, *, force: bool = False, cache: BenchCache | None = None
 ) -> None:
     cache = cache or bench_cache()
-    if force and cache.stamps.exists():
-        shutil.rmtree(cache.stamps)
+    steps = list(steps)
+    for name in steps if force else ():
+        (cache.stamps / name).unlink(missing_ok=True)
     for name in steps:
         started = time.monotonic()
         outcome = STEPS[name](cache)

@@ -61,6 +61,20 @@ def test_broker_conf(
     }
 
 
+def read_properties(path: Path) -> dict[str, str]:
+    """A Java .properties-style broker.conf: `key=value` or `key = value`, `#` comments."""
+    values: dict[str, str] = {}
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise ValueError(f"{path}: not key=value: {raw!r}")
+        values[key.strip()] = value.strip()
+    return values
+
+
 def write_properties(path: Path, values: Mapping[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [f"{key}={value}" for key, value in values.items() if value is not None]
@@ -228,10 +242,18 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument(
+        "--conf",
+        dest="conf_file",
+        type=Path,
+        default=None,
+        help="a broker.conf whose keys override the test defaults",
+    )
     parser.add_argument("conf", nargs="*", metavar="KEY=VALUE", help="broker.conf overrides")
     args = parser.parse_args(argv)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="rocketmq-"))
-    overrides = dict(item.split("=", 1) for item in args.conf)
+    overrides: dict[str, str] = read_properties(args.conf_file) if args.conf_file else {}
+    overrides.update(item.split("=", 1) for item in args.conf)
     cluster = RocketMQCluster(workdir, broker_conf=overrides)
     started = time.monotonic()
     with cluster:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -35,10 +36,22 @@ def test_cluster_list_and_broker_status(target: ClusterTarget) -> None:
     clusters = mqadmin(target.namesrv_addr, "clusterList").stdout
     row = next(line for line in clusters.splitlines() if target.broker_name in line)
     assert row.split()[:4] == [target.cluster_name, target.broker_name, "0", target.broker_addr]
-    status = mqadmin(target.namesrv_addr, "brokerStatus", "-b", target.broker_addr).stdout
+    status = broker_status_after_warm_up(target)
     fields = dict(re.findall(r"^(\w+)\s*:\s*(.*)$", status, re.MULTILINE))
     for key in ("msgPutTotalTodayNow", "commitLogMaxOffset", "putTps", "brokerVersionDesc"):
         assert key in fields, f"brokerStatus lacks {key}:\n{status}"
+
+
+def broker_status_after_warm_up(target: ClusterTarget, timeout_s: float = 60.0) -> str:
+    """brokerStatus; a 4.9 broker answers it with SYSTEM_ERROR until its first stats sample."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return mqadmin(target.namesrv_addr, "brokerStatus", "-b", target.broker_addr).stdout
+        except MQAdminError as exc:
+            if "NoSuchElementException" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(2)
 
 
 def test_consumer_progress_after_a_group_consumed(target: ClusterTarget) -> None:

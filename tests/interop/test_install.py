@@ -1,0 +1,98 @@
+"""The bench installer: a registry that cannot be reached fails with a message naming it."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from interop import install
+from interop.cache import BenchCache
+from interop.drivers import DriverError, start_driver
+
+
+@pytest.fixture
+def dead_registry() -> Iterator[str]:
+    """A loopback URL where nothing answers: the port is bound but never listened on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def run_step(step: Callable[[BenchCache], str], cache: BenchCache) -> str:
+    with pytest.raises(install.InstallError) as excinfo:
+        step(cache)
+    return str(excinfo.value)
+
+
+def test_npm_registry_unreachable(
+    dead_registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("npm_config_registry", dead_registry)
+    monkeypatch.setenv("npm_config_cache", str(tmp_path / "npm-cache"))
+    monkeypatch.setenv("npm_config_fetch_retries", "0")
+    message = run_step(install.install_node, BenchCache(tmp_path / "cache"))
+    assert "the npm registry" in message
+    assert not (tmp_path / "cache" / "node").exists()
+
+
+def test_pypi_unreachable(
+    dead_registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PIP_INDEX_URL", f"{dead_registry}/simple")
+    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    monkeypatch.setenv("PIP_TIMEOUT", "2")
+    message = run_step(install.install_cpp, BenchCache(tmp_path / "cache"))
+    assert "PyPI" in message and "rocketmq" in message
+
+
+def test_go_module_proxy_unreachable(
+    dead_registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GOPROXY", dead_registry)
+    monkeypatch.setenv("GOMODCACHE", str(tmp_path / "gomod"))
+    monkeypatch.setenv("GOFLAGS", "-mod=mod")
+    message = run_step(install.install_go, BenchCache(tmp_path / "cache"))
+    assert "the Go module proxy" in message
+
+
+def test_maven_central_unreachable(
+    dead_registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = tmp_path / "settings.xml"
+    settings.write_text(
+        "<settings><localRepository>" + str(tmp_path / "m2") + "</localRepository>"
+        "<mirrors><mirror><id>dead</id><mirrorOf>*</mirrorOf><url>"
+        + dead_registry
+        + "</url></mirror></mirrors></settings>"
+    )
+    monkeypatch.setenv("SIDEWINDER_MAVEN_SETTINGS", str(settings))
+    cache = BenchCache(tmp_path / "cache")
+    message = run_step(install.install_maven, cache)
+    assert "Maven Central" in message
+    assert not cache.maven_lib.exists()
+    assert not [p for p in cache.root.iterdir() if p.name.startswith("maven-")]
+
+
+def test_a_driver_that_was_never_installed_names_its_step(tmp_path: Path) -> None:
+    with pytest.raises(DriverError, match=r"interop.install go.*Go module proxy"):
+        start_driver(
+            "go",
+            "produce",
+            namesrv="127.0.0.1:9",
+            topic="T",
+            group="G",
+            count=1,
+            cache=BenchCache(tmp_path / "empty"),
+        )
+
+
+def test_second_run_is_offline_and_skips_every_step(capsys: pytest.CaptureFixture[str]) -> None:
+    # The suite's own cache was filled by the test command; nothing may be fetched again.
+    install.install()
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(install.STEPS)
+    assert all("up to date" in line for line in lines), lines

@@ -1,0 +1,75 @@
+"""Repository-wide checks: the dependency direction of STYLE.md, and the Dockerfile lint."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "sidewinder"
+
+# What each subpackage may import from the others (STYLE.md, "Dependency direction").
+ALLOWED: dict[str, set[str]] = {
+    "common": set(),
+    "protocol": {"common"},
+    "remoting": {"common", "protocol"},
+    "store": {"common", "protocol"},
+    "client": {"common", "protocol", "remoting"},
+    "spark": {"common", "protocol", "remoting", "client", "store"},
+    "broker": {"common", "protocol", "remoting", "store"},
+    "namesrv": {"common", "protocol", "remoting"},
+}
+
+
+def sidewinder_imports(path: Path) -> set[str]:
+    """The sidewinder subpackages a module imports (absolute imports only)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "sidewinder" and len(parts) > 1:
+                found.add(parts[1])
+    return found
+
+
+def test_every_subpackage_has_a_rule() -> None:
+    subpackages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert subpackages == set(ALLOWED)
+
+
+@pytest.mark.parametrize("subpackage", sorted(ALLOWED))
+def test_imports_flow_one_way(subpackage: str) -> None:
+    offences = []
+    for module in sorted((PACKAGE / subpackage).rglob("*.py")):
+        bad = sidewinder_imports(module) - ALLOWED[subpackage] - {subpackage}
+        if bad:
+            offences.append(f"{module.relative_to(ROOT)} imports {sorted(bad)}")
+    assert not offences, "\n".join(offences)
+
+
+def test_pyspark_stays_in_spark() -> None:
+    for module in PACKAGE.rglob("*.py"):
+        if module.is_relative_to(PACKAGE / "spark"):
+            continue
+        assert "pyspark" not in module.read_text(), module
+
+
+def test_dockerfile_passes_hadolint() -> None:
+    # Installed beside this interpreter by the dev extra, whether or not its bin is on PATH.
+    beside = Path(sys.executable).parent / "hadolint"
+    hadolint = str(beside) if beside.exists() else shutil.which("hadolint")
+    assert hadolint, "hadolint is missing: it comes with the dev extra (pip install -e '.[dev]')"
+    proc = subprocess.run(
+        [hadolint, str(ROOT / "Dockerfile")], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
