@@ -281,3 +281,54 @@ def message_ids(events: Iterable[dict[str, Any]], key: str = "keys") -> list[str
 def digests_by_key(events: Sequence[dict[str, Any]]) -> dict[str, str]:
     """keys -> bodyMd5, for comparing what was sent with what was received."""
     return {str(e["keys"]): str(e["bodyMd5"]) for e in events}
+
+
+def produce_messages(
+    client: str,
+    *,
+    namesrv: str,
+    topic: str,
+    count: int,
+    group: str,
+    timeout_s: float = 120,
+    **options: Any,
+) -> list[dict[str, Any]]:
+    """Send `count` messages (transactionally when `answer` is given); their `sent` events."""
+    action = "transact" if "answer" in options else "produce"
+    run = run_driver(
+        client,
+        action,
+        namesrv=namesrv,
+        topic=topic,
+        group=group,
+        count=count,
+        timeout_s=timeout_s,
+        **options,
+    ).check()
+    sent = run.sent()
+    if len(sent) != count:
+        raise DriverError(f"{len(sent)} of {count} sent\n{run.describe()}")
+    return sent
+
+
+def consume_messages(
+    client: str,
+    *,
+    namesrv: str,
+    topic: str,
+    expect: int,
+    group: str,
+    timeout_s: float = 120,
+    **options: Any,
+) -> DriverRun:
+    """Consume until `expect` messages were acknowledged; the finished run."""
+    return run_driver(
+        client,
+        "consume",
+        namesrv=namesrv,
+        topic=topic,
+        group=group,
+        expect=expect,
+        timeout_s=timeout_s,
+        **options,
+    ).check()

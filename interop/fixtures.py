@@ -39,7 +39,7 @@ from interop.cache import (
     bench_cache,
 )
 from interop.capture import read_capture, request_codes
-from interop.drivers import DriverProcess, run_driver
+from interop.drivers import DriverProcess, consume_messages, produce_messages
 from interop.mqadmin import create_topic, mqadmin
 from interop.processes import free_port_block
 from interop.proxy import ProxySession
@@ -82,36 +82,22 @@ def _produce(
     cluster: RocketMQCluster | str, client: str, topic: str, count: int, **options: Any
 ) -> list[dict[str, Any]]:
     namesrv = cluster if isinstance(cluster, str) else cluster.namesrv_addr
-    action = "transact" if "answer" in options else "produce"
-    run = run_driver(
+    return produce_messages(
         client,
-        action,
         namesrv=namesrv,
         topic=topic,
-        group=options.pop("group", f"PG_{client}"),
         count=count,
-        timeout_s=options.pop("timeout_s", 120),
+        group=options.pop("group", f"PG_{client}"),
         **options,
     )
-    run.check()
-    return run.sent()
 
 
 def _consume(
     namesrv: str, client: str, topic: str, expect: int, group: str, **options: Any
 ) -> list[dict[str, Any]]:
-    run = run_driver(
-        client,
-        "consume",
-        namesrv=namesrv,
-        topic=topic,
-        group=group,
-        expect=expect,
-        timeout_s=options.pop("timeout_s", 120),
-        **options,
-    )
-    run.check()
-    return run.received()
+    return consume_messages(
+        client, namesrv=namesrv, topic=topic, expect=expect, group=group, **options
+    ).received()
 
 
 # -- store ---------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ from interop.drivers import (
     DriverProcess,
     DriverRun,
     body_md5,
+    consume_messages,
+    produce_messages,
     run_driver,
     start_driver,
 )
@@ -20,50 +22,19 @@ DEFAULT_PROPS = ["color=blue", "n=7"]
 
 
 def produce(
-    target: ClusterTarget,
-    client: str,
-    topic: str,
-    count: int,
-    *,
-    group: str,
-    timeout_s: float = 120,
-    **options: Any,
+    target: ClusterTarget, client: str, topic: str, count: int, *, group: str, **options: Any
 ) -> list[dict[str, Any]]:
-    run = run_driver(
-        client,
-        "produce",
-        namesrv=target.namesrv_addr,
-        topic=topic,
-        group=group,
-        count=count,
-        timeout_s=timeout_s,
-        **options,
-    ).check()
-    sent = run.sent()
-    assert len(sent) == count, run.describe()
-    return sent
+    return produce_messages(
+        client, namesrv=target.namesrv_addr, topic=topic, count=count, group=group, **options
+    )
 
 
 def consume(
-    target: ClusterTarget,
-    client: str,
-    topic: str,
-    expect: int,
-    *,
-    group: str,
-    timeout_s: float = 120,
-    **options: Any,
+    target: ClusterTarget, client: str, topic: str, expect: int, *, group: str, **options: Any
 ) -> DriverRun:
-    return run_driver(
-        client,
-        "consume",
-        namesrv=target.namesrv_addr,
-        topic=topic,
-        group=group,
-        expect=expect,
-        timeout_s=timeout_s,
-        **options,
-    ).check()
+    return consume_messages(
+        client, namesrv=target.namesrv_addr, topic=topic, expect=expect, group=group, **options
+    )
 
 
 def start_consumer(

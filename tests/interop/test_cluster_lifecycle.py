@@ -53,9 +53,11 @@ def test_startup_failure_shows_the_jvm_log_tail(target_kind: str, tmp_path: Path
     with socket.create_server(("0.0.0.0", 0)) as taken:
         port = taken.getsockname()[1]
         cluster = create_target(target_kind, tmp_path, {"listenPort": port})
-        with pytest.raises(StartupError) as excinfo:
-            cluster.start()
-        cluster.stop()
+        try:
+            with pytest.raises(StartupError) as excinfo:
+                cluster.start()
+        finally:
+            cluster.stop()  # whatever start did, nothing it started outlives the test
     message = str(excinfo.value)
     assert "broker" in message
     assert "Address already in use" in message, message

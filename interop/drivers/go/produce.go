@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	rocketmq "github.com/apache/rocketmq-client-go/v2"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
@@ -231,6 +232,13 @@ func runProduce(o *options) {
 		}
 	}
 
+	if o.mode == "oneway" && !failed {
+		// 2.1.2 sends "oneway" requests without the oneway flag, so the broker answers each;
+		// closing the socket with answers unread resets it and the broker drops requests it
+		// had not read yet. Give it time to read them all before shutting down.
+		drain := time.Second + time.Duration(atomic.LoadInt64(&nSent))*100*time.Microsecond
+		time.Sleep(drain)
+	}
 	shutdownBounded(p.Shutdown)
 	if failed {
 		quit(1) // the failed send's error event was the last line

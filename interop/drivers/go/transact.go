@@ -63,7 +63,12 @@ func (l *txListener) CheckLocalTransaction(m *primitive.MessageExt) primitive.Lo
 	e := obj{{"event", "checked"}, {"client", clientName}}
 	e = e.addStr("transactionId", tid)
 	e = e.addStr("msgId", m.MsgId)
-	e = e.add("answer", localStateName(ans))
+	// The protocol's answer words, as the Java driver prints them.
+	answer := "rollback"
+	if ans == primitive.CommitMessageState {
+		answer = "commit"
+	}
+	e = e.add("answer", answer)
 	emit(e)
 	atomic.AddInt64(&nChecked, 1)
 	l.mu.Lock()

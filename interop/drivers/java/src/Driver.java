@@ -239,40 +239,28 @@ public final class Driver {
         return v;
     }
 
-    static int intOpt(String k, int def) {
+    static <T> T parsedOpt(String k, T def, java.util.function.Function<String, T> parse, String what) {
         String v = opt(k, null);
         if (v == null) {
             return def;
         }
         try {
-            return Integer.parseInt(v.trim());
+            return parse.apply(v.trim());
         } catch (NumberFormatException e) {
-            throw new UsageError("--" + k + " wants an integer, got " + v);
+            throw new UsageError("--" + k + " wants " + what + ", got " + v);
         }
+    }
+
+    static int intOpt(String k, int def) {
+        return parsedOpt(k, def, Integer::parseInt, "an integer");
     }
 
     static long longOpt(String k, long def) {
-        String v = opt(k, null);
-        if (v == null) {
-            return def;
-        }
-        try {
-            return Long.parseLong(v.trim());
-        } catch (NumberFormatException e) {
-            throw new UsageError("--" + k + " wants an integer, got " + v);
-        }
+        return parsedOpt(k, def, Long::parseLong, "an integer");
     }
 
     static double doubleOpt(String k, double def) {
-        String v = opt(k, null);
-        if (v == null) {
-            return def;
-        }
-        try {
-            return Double.parseDouble(v.trim());
-        } catch (NumberFormatException e) {
-            throw new UsageError("--" + k + " wants a number, got " + v);
-        }
+        return parsedOpt(k, def, Double::parseDouble, "a number");
     }
 
     static String oneOf(String k, String def, String... allowed) {
@@ -680,36 +668,20 @@ public final class Driver {
         boolean ok = true;
         switch (mode) {
             case "sync":
-                for (long i = start; i < start + count; i++) {
-                    Message m = spec.build(i);
-                    try {
-                        SendResult r = queue == null ? p.send(m) : p.send(m, selector, queue);
-                        emit(sentEvent(m, i, r, null));
-                        SENT.incrementAndGet();
-                    } catch (Exception e) {
-                        emit(ev("error").put("error", "send").put("message", describe(e)).put("index", i));
-                        ok = false;
-                        break;
-                    }
-                }
+                ok = sendEach(spec, start, count, (m, i) -> {
+                    SendResult r = queue == null ? p.send(m) : p.send(m, selector, queue);
+                    return sentEvent(m, i, r, null);
+                });
                 break;
             case "oneway":
-                for (long i = start; i < start + count; i++) {
-                    Message m = spec.build(i);
-                    try {
-                        if (queue == null) {
-                            p.sendOneway(m);
-                        } else {
-                            p.sendOneway(m, selector, queue);
-                        }
-                        emit(sentEvent(m, i, null, "ONEWAY"));
-                        SENT.incrementAndGet();
-                    } catch (Exception e) {
-                        emit(ev("error").put("error", "send").put("message", describe(e)).put("index", i));
-                        ok = false;
-                        break;
+                ok = sendEach(spec, start, count, (m, i) -> {
+                    if (queue == null) {
+                        p.sendOneway(m);
+                    } else {
+                        p.sendOneway(m, selector, queue);
                     }
-                }
+                    return sentEvent(m, i, null, "ONEWAY");
+                });
                 break;
             case "async": {
                 final Semaphore window = new Semaphore(512);
@@ -804,6 +776,25 @@ public final class Driver {
         } else {
             finish(null, 1);
         }
+    }
+
+    interface OneSend {
+        Json send(Message m, long index) throws Exception;
+    }
+
+    /** Sends messages one at a time, printing each result; false after the first failure. */
+    static boolean sendEach(ProduceSpec spec, long start, int count, OneSend one) {
+        for (long i = start; i < start + count; i++) {
+            Message m = spec.build(i);
+            try {
+                emit(one.send(m, i));
+                SENT.incrementAndGet();
+            } catch (Exception e) {
+                emit(ev("error").put("error", "send").put("message", describe(e)).put("index", i));
+                return false;
+            }
+        }
+        return true;
     }
 
     static void transact(ProduceSpec spec, int count, long start, String answer) throws Exception {
