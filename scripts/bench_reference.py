@@ -1,6 +1,6 @@
 """RocketMQ's own benchmark tool against the real RocketMQ broker: the figures to beat here.
 
-    /work/main/.venv/bin/python scripts/bench_reference.py --seconds 30 --flush both
+    .venv/bin/python scripts/bench_reference.py --seconds 30 --flush both
 
 For each flush mode (a fresh name server + broker per mode, 128 MiB commit-log segments) it runs
 `org.apache.rocketmq.example.benchmark.Producer` / `Consumer` (rocketmq-example 4.7.0 on the
