@@ -14,6 +14,7 @@ SHA-256); otherwise those keys are omitted, never guessed.
 """
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -34,13 +35,14 @@ _HOME = os.environ.get("HOME") or tempfile.gettempdir()
 _LOG_DIR = os.path.join(_HOME, "logs")
 try:
     os.makedirs(_LOG_DIR, exist_ok=True)
-    _stdout_log = os.path.join(_LOG_DIR, "cpp-driver-stdout-%d.log" % os.getpid())
+    _stdout_log = os.path.join(_LOG_DIR, f"cpp-driver-stdout-{os.getpid()}.log")
     _log_fd = os.open(_stdout_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 except OSError:
     _log_fd = os.open(os.devnull, os.O_WRONLY)
 os.dup2(_log_fd, 1)
 os.close(_log_fd)
-sys.stdout = open(1, "w", buffering=1, closefd=False)
+# fd 1 now points at the log; our JSON goes to the saved original through this object.
+sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
 
 _out_lock = threading.Lock()
 _finished = False  # set once the final line (done / error) was written
@@ -80,7 +82,7 @@ class _Parser(argparse.ArgumentParser):
 def start_watchdog(timeout):
     def run():
         time.sleep(max(0.0, timeout))
-        fail("timeout", "no result within %gs" % timeout, 3)
+        fail("timeout", f"no result within {timeout:g}s", 3)
 
     t = threading.Thread(target=run, name="watchdog", daemon=True)
     t.start()
@@ -88,6 +90,7 @@ def start_watchdog(timeout):
 
 # ---------------------------------------------------------------------------------------------
 # command line
+
 
 def parse_args(argv):
     p = _Parser(prog="driver.py", add_help=False)
@@ -125,7 +128,7 @@ def parse_args(argv):
     props = {}
     for kv in args.prop:
         if "=" not in kv:
-            raise UsageError("--prop needs K=V, got %r" % kv)
+            raise UsageError(f"--prop needs K=V, got {kv!r}")
         k, v = kv.split("=", 1)
         if not k:
             raise UsageError("--prop needs a non-empty key")
@@ -136,7 +139,7 @@ def parse_args(argv):
     if args.command == "produce":
         args.mode = args.mode or "sync"
         if args.mode not in ("sync", "async", "oneway", "batch"):
-            raise UsageError("unknown produce --mode %r" % args.mode)
+            raise UsageError(f"unknown produce --mode {args.mode!r}")
         if args.count is None or args.count < 0:
             raise UsageError("produce needs --count N (N >= 0)")
         if args.queue is not None and args.queue < 0:
@@ -144,7 +147,7 @@ def parse_args(argv):
     elif args.command == "consume":
         args.mode = args.mode or "push"
         if args.mode not in ("push", "orderly", "pull", "lite-pull"):
-            raise UsageError("unknown consume --mode %r" % args.mode)
+            raise UsageError(f"unknown consume --mode {args.mode!r}")
         if args.expect is None or args.expect < 0:
             raise UsageError("consume needs --expect N (N >= 0)")
     return args
@@ -153,8 +156,9 @@ def parse_args(argv):
 # ---------------------------------------------------------------------------------------------
 # message helpers
 
+
 def make_body(args, i):
-    text = ("%s%d" % (args.body_prefix, i)).encode("utf-8")
+    text = f"{args.body_prefix}{i}".encode()
     if args.body_size is None or args.body_size < 0:
         return text
     size = args.body_size
@@ -163,10 +167,33 @@ def make_body(args, i):
     return text[:size]
 
 
-SYSTEM_KEYS = frozenset("""KEYS TAGS UNIQ_KEY WAIT DELAY RETRY_TOPIC REAL_TOPIC REAL_QID TRAN_MSG PGROUP
-MIN_OFFSET MAX_OFFSET ORIGIN_MESSAGE_ID RECONSUME_TIME MAX_RECONSUME_TIMES CONSUME_START_TIME
-MSG_REGION TRACE_ON TRAN_PREPARED_QUEUE_OFFSET TRANSACTION_CHECK_TIMES
-CHECK_IMMUNITY_TIME_IN_SECONDS CLUSTER DELAY_TIME""".split())
+SYSTEM_KEYS = frozenset(
+    [
+        "KEYS",
+        "TAGS",
+        "UNIQ_KEY",
+        "WAIT",
+        "DELAY",
+        "RETRY_TOPIC",
+        "REAL_TOPIC",
+        "REAL_QID",
+        "TRAN_MSG",
+        "PGROUP",
+        "MIN_OFFSET",
+        "MAX_OFFSET",
+        "ORIGIN_MESSAGE_ID",
+        "RECONSUME_TIME",
+        "MAX_RECONSUME_TIMES",
+        "CONSUME_START_TIME",
+        "MSG_REGION",
+        "TRACE_ON",
+        "TRAN_PREPARED_QUEUE_OFFSET",
+        "TRANSACTION_CHECK_TIMES",
+        "CHECK_IMMUNITY_TIME_IN_SECONDS",
+        "CLUSTER",
+        "DELAY_TIME",
+    ]
+)
 
 
 def is_system_key(k):
@@ -184,23 +211,25 @@ def _dec(b):
 # ---------------------------------------------------------------------------------------------
 # the library
 
+
 def load_library():
     """Import the wrapper (after stdout was redirected) and set up the extra ABI-level accessors."""
     import ctypes
+
     from rocketmq import client as rmq_client
     from rocketmq import ffi as rmq_ffi
 
     lib = rmq_client
     lib.ffi = rmq_ffi
     lib.ctypes = ctypes
-    dll = rmq_ffi.dll
     path = rmq_ffi._DYLIB_PATH
     # A second handle on the same (already loaded) library: our own prototypes, so the wrapper's
     # function objects keep theirs.
     raw = ctypes.CDLL(path)
     lib.raw = raw
 
-    # exported C++ setter; CreatePushConsumer returns a DefaultMQPushConsumer* cast to CPushConsumer*
+    # exported C++ setter; CreatePushConsumer returns a DefaultMQPushConsumer*
+    # cast to CPushConsumer*
     lib.set_consume_from_where = None
     try:
         f = raw._ZN8rocketmq21DefaultMQPushConsumer19setConsumeFromWhereENS_16ConsumeFromWhereE
@@ -234,7 +263,8 @@ def load_library():
     return lib
 
 
-# librocketmq.so of the rocketmq 0.4.4 manylinux1_x86_64 wheel (client-cpp 1.2.x, gcc 4.8, COW strings)
+# librocketmq.so of the rocketmq 0.4.4 manylinux1_x86_64 wheel
+# (client-cpp 1.2.x, gcc 4.8, COW strings)
 KNOWN_LIB_SHA256 = "eecafaf7c86bb0c15c3d7c707fe1c3d221a45097a1ee18604f41ef68bc9ab645"
 # rocketmq::MQMessage in that build: std::map<string,string> m_properties at this+0x30, so its
 # _Rb_tree header node is at +0x38 (color, parent/root +0x40, left +0x48, right +0x50) and the
@@ -249,7 +279,7 @@ def _cow_string(ctypes, data_ptr):
         return b""
     n = ctypes.c_size_t.from_address(data_ptr - _COW_LEN).value
     if n > (64 << 20):
-        raise ValueError("implausible std::string length %d" % n)
+        raise ValueError(f"implausible std::string length {n}")
     return ctypes.string_at(data_ptr, n)
 
 
@@ -262,7 +292,7 @@ def read_properties(lib, handle):
     ctypes = lib.ctypes
     count = ctypes.c_size_t.from_address(handle + _PROPS_COUNT).value
     if count > 10000:
-        raise ValueError("implausible property count %d" % count)
+        raise ValueError(f"implausible property count {count}")
     props = {}
     stack = []
     node = ctypes.c_void_p.from_address(handle + _PROPS_ROOT).value
@@ -280,7 +310,7 @@ def read_properties(lib, handle):
         props[k.decode("utf-8", "replace")] = v.decode("utf-8", "replace")
         node = ctypes.c_void_p.from_address(node + 24).value  # right
     if seen != count:
-        raise ValueError("property tree has %d nodes, count says %d" % (seen, count))
+        raise ValueError(f"property tree has {seen} nodes, count says {count}")
     return props
 
 
@@ -297,7 +327,7 @@ class MessageReader:
         self.abi = False
         if not self._warned:
             self._warned = True
-            sys.stderr.write("cpp driver: ABI-level message reads disabled: %s\n" % exc)
+            sys.stderr.write(f"cpp driver: ABI-level message reads disabled: {exc}\n")
 
     def event(self, handle, action):
         dll = self.dll
@@ -322,7 +352,7 @@ class MessageReader:
                 uk = _dec(self.lib.get_property(handle, b"UNIQ_KEY"))
                 if props.get("UNIQ_KEY", "") != uk:
                     raise ValueError("UNIQ_KEY mismatch between map walk and C API")
-            except Exception as exc:  # noqa: BLE001 - any surprise disables the ABI path
+            except Exception as exc:
                 ev.pop("offsetMsgId", None)
                 body = None
                 props = None
@@ -349,13 +379,22 @@ class MessageReader:
 # ---------------------------------------------------------------------------------------------
 # produce
 
-SEND_STATUS = {0: "SEND_OK", 1: "FLUSH_DISK_TIMEOUT", 2: "FLUSH_SLAVE_TIMEOUT", 3: "SLAVE_NOT_AVAILABLE"}
+SEND_STATUS = {
+    0: "SEND_OK",
+    1: "FLUSH_DISK_TIMEOUT",
+    2: "FLUSH_SLAVE_TIMEOUT",
+    3: "SLAVE_NOT_AVAILABLE",
+}
 
 
 def produce(args):
     if args.mode == "batch":
-        fail("unsupported", "the C++ core's batch send is code 10 with batch:\"1\", which a 4.x broker "
-             "stores as one message; not offered", 2)
+        fail(
+            "unsupported",
+            'the C++ core\'s batch send is code 10 with batch:"1", which a 4.x broker '
+            "stores as one message; not offered",
+            2,
+        )
     if args.mode == "async" and args.queue is not None:
         fail("unsupported", "rocketmq 0.4.4 has no async send with a queue selector", 2)
 
@@ -368,13 +407,14 @@ def produce(args):
     dll.SetProducerInstanceName(producer._handle, args.instance.encode("utf-8"))
     try:
         producer.start()
-    except Exception as exc:  # noqa: BLE001
-        fail("client", "producer start failed: %s" % exc, 1)
+    except Exception as exc:
+        fail("client", f"producer start failed: {exc}", 1)
     emit({"event": "ready", "client": CLIENT})
 
     selector_cb = None
     chosen = {}
     if args.queue is not None:
+
         def select(mq_size, _msg, _arg):
             # the C API hands the selector only the number of queues; with one broker the list
             # index is the queueId
@@ -387,7 +427,7 @@ def produce(args):
 
     def build(i):
         msg = lib.Message(args.topic)
-        keys = "%s%d" % (args.keys_prefix, i)
+        keys = f"{args.keys_prefix}{i}"
         msg.set_keys(keys)
         if args.tag is not None:
             msg.set_tags(args.tag)
@@ -398,7 +438,7 @@ def produce(args):
         body = make_body(args, i)
         rc = dll.SetByteMessageBody(msg._handle, body, len(body))
         if rc != 0:
-            raise RuntimeError("SetByteMessageBody failed: %s" % rc)
+            raise RuntimeError(f"SetByteMessageBody failed: {rc}")
         return msg, keys, body
 
     def base_event(i, keys, body):
@@ -448,8 +488,9 @@ def produce(args):
             def on_err(exc):
                 with state_lock:
                     if state["error"] is None:
-                        state["error"] = "index %d: %s" % (i, exc)
+                        state["error"] = f"index {i}: {exc}"
                 finish_one()
+
             return on_ok, on_err
 
         if args.count == 0:
@@ -463,8 +504,8 @@ def produce(args):
             inflight.acquire()
             try:
                 producer.send_async(msg, on_ok, on_err)
-            except Exception as exc:  # noqa: BLE001
-                state["error"] = "index %d: %s" % (i, exc)
+            except Exception as exc:
+                state["error"] = f"index {i}: {exc}"
                 finish_one()
                 break
         if state["error"] is None:
@@ -478,10 +519,14 @@ def produce(args):
             try:
                 if args.mode == "oneway":
                     if selector_cb is not None:
-                        rc = dll.SendMessageOnewayOrderly(producer._handle, msg, selector_cb,
-                                                          ctypes.cast(ctypes.pointer(dummy_arg), ctypes.c_void_p))
+                        rc = dll.SendMessageOnewayOrderly(
+                            producer._handle,
+                            msg,
+                            selector_cb,
+                            ctypes.cast(ctypes.pointer(dummy_arg), ctypes.c_void_p),
+                        )
                         if rc != 0:
-                            raise RuntimeError("SendMessageOnewayOrderly failed: %s" % rc)
+                            raise RuntimeError(f"SendMessageOnewayOrderly failed: {rc}")
                     else:
                         producer.send_oneway(msg)
                     mid = uniq_key(msg)
@@ -492,14 +537,23 @@ def produce(args):
                     if selector_cb is not None:
                         cres = lib.ffi._CSendResult()
                         # autoRetryTimes 0: a retry would move the message to another queue
-                        rc = dll.SendMessageOrderly(producer._handle, msg, selector_cb,
-                                                    ctypes.cast(ctypes.pointer(dummy_arg), ctypes.c_void_p),
-                                                    0, ctypes.pointer(cres))
+                        rc = dll.SendMessageOrderly(
+                            producer._handle,
+                            msg,
+                            selector_cb,
+                            ctypes.cast(ctypes.pointer(dummy_arg), ctypes.c_void_p),
+                            0,
+                            ctypes.pointer(cres),
+                        )
                         if rc != 0:
                             msg_txt = _dec(dll.GetLatestErrorMessage())
-                            raise RuntimeError("SendMessageOrderly failed (%s): %s" % (rc, msg_txt))
+                            raise RuntimeError(f"SendMessageOrderly failed ({rc}): {msg_txt}")
                         ev["queueId"] = chosen.get("qid")
-                        status, mid, offset = cres.sendStatus, cres.msgId.decode("utf-8"), cres.offset
+                        status, mid, offset = (
+                            cres.sendStatus,
+                            cres.msgId.decode("utf-8"),
+                            cres.offset,
+                        )
                     else:
                         res = producer.send_sync(msg)
                         status, mid, offset = int(res.status), res.msg_id, res.offset
@@ -507,16 +561,14 @@ def produce(args):
                     if mid:
                         ev["msgId"] = mid
                     ev["status"] = SEND_STATUS.get(int(status), str(status))
-            except Exception as exc:  # noqa: BLE001
-                error = "index %d: %s: %s" % (i, type(exc).__name__, exc)
+            except Exception as exc:
+                error = f"index {i}: {type(exc).__name__}: {exc}"
                 break
             emit(ev)
             sent += 1
 
-    try:
+    with contextlib.suppress(Exception):
         producer.shutdown()
-    except Exception:  # noqa: BLE001
-        pass
     if error is not None:
         fail("send", error, 1)
     emit({"event": "done", "sent": sent}, final=True)
@@ -576,10 +628,8 @@ def finish_consume(args, tally, shutdown):
     tally.reached.wait()
     if args.linger > 0:
         time.sleep(args.linger)
-    try:
+    with contextlib.suppress(Exception):
         shutdown()
-    except Exception:  # noqa: BLE001
-        pass
     with tally.lock:
         n = tally.ok
     emit({"event": "done", "received": n}, final=True)
@@ -589,18 +639,28 @@ def finish_consume(args, tally, shutdown):
 def consume_push(args, lib, reader, tally):
     ffi = lib.ffi
     orderly = args.mode == "orderly"
-    model = ffi.MessageModel.BROADCASTING if args.model == "broadcasting" else ffi.MessageModel.CLUSTERING
+    model = (
+        ffi.MessageModel.BROADCASTING
+        if args.model == "broadcasting"
+        else ffi.MessageModel.CLUSTERING
+    )
     if lib.set_consume_from_where is None and args.from_ == "first":
-        fail("unsupported", "this librocketmq.so does not export setConsumeFromWhere "
-             "(the C API is fixed to CONSUME_FROM_LAST_OFFSET)", 2)
+        fail(
+            "unsupported",
+            "this librocketmq.so does not export setConsumeFromWhere "
+            "(the C API is fixed to CONSUME_FROM_LAST_OFFSET)",
+            2,
+        )
 
     consumer = lib.PushConsumer(args.group, orderly=orderly, message_model=model)
     consumer.set_namesrv_addr(args.namesrv)
     consumer.set_instance_name(args.instance)
     consumer.set_message_batch_max_size(1)
     if lib.set_consume_from_where is not None:
-        lib.set_consume_from_where(consumer._handle, CONSUME_FROM_FIRST_OFFSET if args.from_ == "first"
-                                   else CONSUME_FROM_LAST_OFFSET)
+        lib.set_consume_from_where(
+            consumer._handle,
+            CONSUME_FROM_FIRST_OFFSET if args.from_ == "first" else CONSUME_FROM_LAST_OFFSET,
+        )
 
     later_code = ffi._CConsumeStatus.RECONSUME_LATER.value
     ok_code = ffi._CConsumeStatus.CONSUME_SUCCESS.value
@@ -615,20 +675,20 @@ def consume_push(args, lib, reader, tally):
                 return later_code
             tally.count_ok()
             return ok_code
-        except Exception as exc:  # noqa: BLE001
-            sys.stderr.write("cpp driver: callback error: %r\n" % (exc,))
+        except Exception as exc:
+            sys.stderr.write(f"cpp driver: callback error: {exc!r}\n")
             return later_code
 
     rc = ffi.dll.Subscribe(consumer._handle, args.topic.encode("utf-8"), args.tags.encode("utf-8"))
     if rc != 0:
-        fail("client", "Subscribe failed: %s" % rc, 1)
+        fail("client", f"Subscribe failed: {rc}", 1)
     # registered directly: the wrapper's subscribe() turns a callback exception into a ctypes
     # error (reported as CONSUME_SUCCESS) and offers no way to answer RECONSUME_LATER
     consumer._register_callback(on_message)
     try:
         consumer.start()
-    except Exception as exc:  # noqa: BLE001
-        fail("client", "push consumer start failed: %s" % exc, 1)
+    except Exception as exc:
+        fail("client", f"push consumer start failed: {exc}", 1)
     emit({"event": "ready", "client": CLIENT})
     finish_consume(args, tally, consumer.shutdown)
 
@@ -641,15 +701,19 @@ def consume_pull(args, lib, reader, tally):
     consumer.set_namesrv_addr(args.namesrv)
     try:
         consumer.start()
-    except Exception as exc:  # noqa: BLE001
-        fail("client", "pull consumer start failed: %s" % exc, 1)
+    except Exception as exc:
+        fail("client", f"pull consumer start failed: {exc}", 1)
 
     mqs_ptr = ctypes.POINTER(ffi._CMessageQueue)()
     size = ctypes.c_int()
     deadline = time.monotonic() + args.timeout
     while True:
-        rc = dll.FetchSubscriptionMessageQueues(consumer._handle, args.topic.encode("utf-8"),
-                                                ctypes.pointer(mqs_ptr), ctypes.pointer(size))
+        rc = dll.FetchSubscriptionMessageQueues(
+            consumer._handle,
+            args.topic.encode("utf-8"),
+            ctypes.pointer(mqs_ptr),
+            ctypes.pointer(size),
+        )
         if rc == 0 and size.value > 0:
             break
         if rc == 0:
@@ -675,7 +739,9 @@ def consume_pull(args, lib, reader, tally):
         if args.from_ == "last":
             # learn the queue's max offset from one pull at 0 (the C API has no maxOffset call)
             res = dll.Pull(consumer._handle, ctypes.pointer(q), expr, 0, 1)
-            offsets[key] = int(res.maxOffset) if res.pullStatus != ffi._CPullStatus.BROKER_TIMEOUT else 0
+            offsets[key] = (
+                int(res.maxOffset) if res.pullStatus != ffi._CPullStatus.BROKER_TIMEOUT else 0
+            )
             dll.ReleasePullResult(res)
 
     stop = threading.Event()
@@ -719,6 +785,7 @@ def consume_pull(args, lib, reader, tally):
 
 # ---------------------------------------------------------------------------------------------
 
+
 def main(argv):
     try:
         args = parse_args(argv)
@@ -734,8 +801,8 @@ def main(argv):
             consume(args)
     except SystemExit:
         raise
-    except BaseException as exc:  # noqa: BLE001
-        fail("client", "%s: %s" % (type(exc).__name__, exc), 1)
+    except BaseException as exc:
+        fail("client", f"{type(exc).__name__}: {exc}", 1)
 
 
 if __name__ == "__main__":
