@@ -1,0 +1,91 @@
+"""Message-level wire facts shared by store, broker and client: properties, ids, tag codes."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Mapping
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+KEY_SEPARATOR = " "  # KEYS holds several keys separated by spaces
+
+
+class MessageConst:
+    """Property names RocketMQ 4.x gives meaning to (MessageConst.java)."""
+
+    KEYS = "KEYS"
+    TAGS = "TAGS"
+    WAIT_STORE_MSG_OK = "WAIT"
+    DELAY_TIME_LEVEL = "DELAY"
+    RETRY_TOPIC = "RETRY_TOPIC"
+    REAL_TOPIC = "REAL_TOPIC"
+    REAL_QUEUE_ID = "REAL_QID"
+    TRANSACTION_PREPARED = "TRAN_MSG"
+    PRODUCER_GROUP = "PGROUP"
+    MIN_OFFSET = "MIN_OFFSET"
+    MAX_OFFSET = "MAX_OFFSET"
+    ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+    RECONSUME_TIME = "RECONSUME_TIME"
+    MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+    UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+    CONSUME_START_TIME = "CONSUME_START_TIME"
+    TRAN_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+    TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+    CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+    CLUSTER = "CLUSTER"
+    MSG_REGION = "MSG_REGION"
+    TRACE_SWITCH = "TRACE_ON"
+
+
+def encode_properties(properties: Mapping[str, str]) -> bytes:
+    """`k\\x01v\\x02` per pair, UTF-8, as Java's messageProperties2String writes it."""
+    return "".join(
+        f"{name}{NAME_VALUE_SEPARATOR}{value}{PROPERTY_SEPARATOR}"
+        for name, value in properties.items()
+    ).encode()
+
+
+def decode_properties(data: bytes | bytearray | memoryview) -> dict[str, str]:
+    """The inverse of encode_properties; like Java, a pair without its separator is skipped."""
+    properties: dict[str, str] = {}
+    for pair in bytes(data).decode(errors="surrogateescape").split(PROPERTY_SEPARATOR):
+        name, sep, value = pair.partition(NAME_VALUE_SEPARATOR)
+        if sep and name:
+            properties[name] = value
+    return properties
+
+
+def java_string_hash(text: str) -> int:
+    """Java's `String.hashCode()`: 31-polynomial over UTF-16 code units, as a signed int32."""
+    units = text.encode("utf-16-be", errors="surrogatepass")
+    h = 0
+    for (unit,) in struct.iter_unpack(">H", units):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def tags_code(tags: str | None) -> int:
+    """The ConsumeQueue tags code of a message: its TAGS' hashCode, 0 without tags."""
+    return java_string_hash(tags) if tags else 0
+
+
+def encode_offset_msg_id(host: bytes, port: int, phy_offset: int) -> str:
+    """The broker's msgId: store host (4 or 16 address bytes) + port + CommitLog offset, hex."""
+    if len(host) not in (4, 16):
+        raise ValueError(f"a store host address has 4 or 16 bytes, not {len(host)}")
+    return (host + struct.pack(">iq", port, phy_offset)).hex().upper()
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
+    """(host, port, phy_offset) of a 32-hex (IPv4) or 56-hex (IPv6) offsetMsgId."""
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError:
+        raise ValueError(f"msgId {msg_id!r} is not hex") from None
+    if len(raw) not in (16, 28):
+        raise ValueError(f"msgId {msg_id!r} has {len(raw)} bytes, not 16 (IPv4) or 28 (IPv6)")
+    family = socket.AF_INET if len(raw) == 16 else socket.AF_INET6
+    address_len = len(raw) - 12
+    port, phy_offset = struct.unpack_from(">iq", raw, address_len)
+    return socket.inet_ntop(family, raw[:address_len]), port, phy_offset

@@ -1,0 +1,379 @@
+"""The CommitLog record layout of RocketMQ 4.x, byte for byte.
+
+    TOTALSIZE 4 | MAGICCODE 4 | BODYCRC 4 | QUEUEID 4 | FLAG 4 | QUEUEOFFSET 8 | PHYSICALOFFSET 8
+    | SYSFLAG 4 | BORNTIMESTAMP 8 | BORNHOST 8 (20 if IPv6) | STORETIMESTAMP 8
+    | STOREHOSTADDRESS 8 (20 if IPv6) | RECONSUMETIMES 4 | PREPARED TRANSACTION OFFSET 8
+    | BODYLENGTH 4 + BODY | TOPICLENGTH 1 (2 with the V2 magic) + TOPIC | PROPERTIESLENGTH 2 + PROPS
+
+All integers are big-endian and signed, as Java writes them. A segment's unused tail starts with a
+blank record: TOTALSIZE = the bytes left, MAGICCODE = BLANK_MAGIC. Decoding returns views into
+the buffer it was given, never copies.
+"""
+
+from __future__ import annotations
+
+import mmap
+import socket
+import struct
+import zlib
+from dataclasses import dataclass
+from enum import IntFlag
+
+from sidewinder.protocol.message import decode_properties
+
+MESSAGE_MAGIC = -626843481  # 0xDAA320A7
+MESSAGE_MAGIC_V2 = -626843477  # 0xDAA320AB: 5.x, 2-byte topic length for topics over 127 bytes
+BLANK_MAGIC = -875286124  # 0xCBD43194
+# A segment must keep room for a blank record's TOTALSIZE and MAGICCODE after its last message.
+END_FILE_MIN_BLANK_LENGTH = 8
+MAX_TOPIC_LENGTH_V1 = 127
+MAX_PROPERTIES_LENGTH = 32767
+
+
+class MessageSysFlag(IntFlag):
+    COMPRESSED = 0x1
+    MULTI_TAGS = 0x2
+    TRANSACTION_PREPARED = 0x4
+    TRANSACTION_COMMIT = 0x8
+    TRANSACTION_ROLLBACK = 0xC
+    BORNHOST_V6 = 0x10
+    STOREHOST_V6 = 0x20
+    NEED_UNWRAP = 0x40
+    INNER_BATCH = 0x80
+
+
+# Plain ints for masking: an IntFlag complement would drop the bits the enum does not name.
+TRANSACTION_TYPE_MASK = 0xC
+HOSTS_V6_MASK = 0x30
+# The 4.9.8 client records its compression in bits 8-10 (ZLIB 0x300); 4.x only writes ZLIB.
+COMPRESSION_TYPE_MASK = 0x700
+COMPRESSION_LZ4, COMPRESSION_ZSTD, COMPRESSION_ZLIB = 0x100, 0x200, 0x300
+
+# TOTALSIZE .. SYSFLAG, then BORNTIMESTAMP: everything before the first host.
+_HEAD = struct.Struct(">iiiiiqqiq")
+_HOST_V4 = struct.Struct(">4si")
+_HOST_V6 = struct.Struct(">16si")
+_STORE_TS = struct.Struct(">q")
+_TAIL = struct.Struct(">iqi")  # RECONSUMETIMES, PREPARED TRANSACTION OFFSET, BODYLENGTH
+_I32 = struct.Struct(">i")
+_U16 = struct.Struct(">H")
+_BLANK = struct.Struct(">ii")
+
+QUEUE_OFFSET_POSITION = 20
+PHYSICAL_OFFSET_POSITION = 28
+STORE_TIMESTAMP_POSITION_V4 = 56
+
+
+class RecordError(ValueError):
+    """Bytes at a position are not a valid record: the message says which field and why."""
+
+    def __init__(self, position: int, reason: str) -> None:
+        super().__init__(f"bad record at byte {position}: {reason}")
+        self.position = position
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """A socket address as records store it: raw address bytes (4 or 16) and port."""
+
+    address: bytes
+    port: int
+
+    @property
+    def is_v6(self) -> bool:
+        return len(self.address) == 16
+
+    def __str__(self) -> str:
+        family = socket.AF_INET6 if self.is_v6 else socket.AF_INET
+        return f"{socket.inet_ntop(family, self.address)}:{self.port}"
+
+
+def body_crc(body: bytes | bytearray | memoryview) -> int:
+    """BODYCRC: java.util.zip.CRC32 of the stored body, masked to a positive int."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRecord:
+    """One decoded record. `body`, `topic_bytes` and `properties_bytes` view the source buffer."""
+
+    total_size: int
+    magic: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    phy_offset: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: Host
+    store_timestamp: int
+    store_host: Host
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: memoryview
+    topic_bytes: memoryview
+    properties_bytes: memoryview
+
+    @property
+    def topic(self) -> str:
+        return bytes(self.topic_bytes).decode()
+
+    def properties(self) -> dict[str, str]:
+        return decode_properties(self.properties_bytes)
+
+    def crc_ok(self) -> bool:
+        return body_crc(self.body) == self.body_crc
+
+    def uncompressed_body(self) -> bytes:
+        """The body the producer sent: inflated when the COMPRESSED flag is set.
+
+        4.x clients compress with zlib and mark it 0x300 or (before 4.9.8) not at all;
+        LZ4 and ZSTD are 5.x types this store does not inflate.
+        """
+        if not self.sys_flag & MessageSysFlag.COMPRESSED:
+            return bytes(self.body)
+        kind = self.sys_flag & COMPRESSION_TYPE_MASK
+        if kind not in (0, COMPRESSION_ZLIB):
+            raise ValueError(
+                f"compression type {kind:#x} of message at {self.phy_offset} is not zlib"
+            )
+        return zlib.decompress(self.body)
+
+
+@dataclass(frozen=True, slots=True)
+class BlankRecord:
+    """The end-of-segment filler: `total_size` bytes to the end of the file."""
+
+    total_size: int
+
+
+def host_length(sys_flag: int, flag_bit: int) -> int:
+    return 20 if sys_flag & flag_bit else 8
+
+
+def record_size(
+    *, body_len: int, topic_len: int, properties_len: int, sys_flag: int = 0, v2: bool = False
+) -> int:
+    """TOTALSIZE of a record with these variable parts (calMsgLength in CommitLog.java)."""
+    return (
+        4
+        + 4
+        + 4
+        + 4
+        + 4
+        + 8
+        + 8
+        + 4
+        + 8
+        + host_length(sys_flag, MessageSysFlag.BORNHOST_V6)
+        + 8
+        + host_length(sys_flag, MessageSysFlag.STOREHOST_V6)
+        + 4
+        + 8
+        + 4
+        + body_len
+        + (2 if v2 else 1)
+        + topic_len
+        + 2
+        + properties_len
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class MessageToStore:
+    """What the store needs of an incoming message; queue and physical offsets come at append."""
+
+    topic: bytes
+    queue_id: int
+    body: bytes | memoryview
+    properties: bytes
+    flag: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: Host = Host(b"\x7f\x00\x00\x01", 0)
+    store_host: Host = Host(b"\x7f\x00\x00\x01", 0)
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+
+    @property
+    def uses_v2(self) -> bool:
+        return len(self.topic) > MAX_TOPIC_LENGTH_V1
+
+    @property
+    def stored_sys_flag(self) -> int:
+        """sys_flag with the IPv6 bits set from the hosts themselves."""
+        flag = int(self.sys_flag) & ~HOSTS_V6_MASK
+        if self.born_host.is_v6:
+            flag |= MessageSysFlag.BORNHOST_V6
+        if self.store_host.is_v6:
+            flag |= MessageSysFlag.STOREHOST_V6
+        return flag
+
+    def size(self) -> int:
+        return record_size(
+            body_len=len(self.body),
+            topic_len=len(self.topic),
+            properties_len=len(self.properties),
+            sys_flag=self.stored_sys_flag,
+            v2=self.uses_v2,
+        )
+
+
+def encode_record(
+    message: MessageToStore,
+    buffer: bytearray | memoryview,
+    position: int,
+    *,
+    queue_offset: int,
+    phy_offset: int,
+    store_timestamp: int,
+) -> int:
+    """Write one record into `buffer` at `position`; returns its size. The caller checks room."""
+    if len(message.properties) > MAX_PROPERTIES_LENGTH:
+        raise ValueError(
+            f"properties of {len(message.properties)} bytes exceed {MAX_PROPERTIES_LENGTH}"
+        )
+    sys_flag = message.stored_sys_flag
+    size = message.size()
+    v2 = message.uses_v2
+    _HEAD.pack_into(
+        buffer,
+        position,
+        size,
+        MESSAGE_MAGIC_V2 if v2 else MESSAGE_MAGIC,
+        body_crc(message.body),
+        message.queue_id,
+        message.flag,
+        queue_offset,
+        phy_offset,
+        sys_flag,
+        message.born_timestamp,
+    )
+    pos = position + _HEAD.size
+    pos = _pack_host(buffer, pos, message.born_host)
+    _STORE_TS.pack_into(buffer, pos, store_timestamp)
+    pos = _pack_host(buffer, pos + 8, message.store_host)
+    _TAIL.pack_into(
+        buffer, pos, message.reconsume_times, message.prepared_transaction_offset, len(message.body)
+    )
+    pos += _TAIL.size
+    buffer[pos : pos + len(message.body)] = message.body
+    pos += len(message.body)
+    if v2:
+        _U16.pack_into(buffer, pos, len(message.topic))
+        pos += 2
+    else:
+        buffer[pos] = len(message.topic)
+        pos += 1
+    buffer[pos : pos + len(message.topic)] = message.topic
+    pos += len(message.topic)
+    _U16.pack_into(buffer, pos, len(message.properties))
+    pos += 2
+    buffer[pos : pos + len(message.properties)] = message.properties
+    pos += len(message.properties)
+    assert pos - position == size, (pos - position, size)
+    return size
+
+
+def encode_blank(buffer: bytearray | memoryview, position: int, total_size: int) -> None:
+    _BLANK.pack_into(buffer, position, total_size, BLANK_MAGIC)
+
+
+def _pack_host(buffer: bytearray | memoryview, pos: int, host: Host) -> int:
+    layout = _HOST_V6 if host.is_v6 else _HOST_V4
+    layout.pack_into(buffer, pos, host.address, host.port)
+    return pos + layout.size
+
+
+def _unpack_host(view: memoryview, pos: int, v6: bool) -> tuple[Host, int]:
+    layout = _HOST_V6 if v6 else _HOST_V4
+    address, port = layout.unpack_from(view, pos)
+    return Host(address, port), pos + layout.size
+
+
+Buffer = bytes | bytearray | memoryview | mmap.mmap
+
+
+def decode_record(
+    buffer: Buffer, position: int = 0, *, check_crc: bool = False
+) -> MessageRecord | BlankRecord | None:
+    """The record at `position`: a message, the blank tail, or None where nothing was written.
+
+    Raises RecordError for bytes that are neither (a torn or corrupt record), naming the field.
+    """
+    view = memoryview(buffer)
+    limit = len(view)
+    if position + 8 > limit:
+        return None
+    total_size, magic = _BLANK.unpack_from(view, position)
+    if magic == BLANK_MAGIC:
+        if total_size < END_FILE_MIN_BLANK_LENGTH or position + total_size > limit:
+            raise RecordError(position, f"blank record of {total_size} bytes does not fit")
+        return BlankRecord(total_size)
+    if total_size == 0 and magic == 0:
+        return None
+    if magic not in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2):
+        raise RecordError(position, f"magic code {magic & 0xFFFFFFFF:#010x}")
+    if total_size <= 0 or position + total_size > limit:
+        raise RecordError(position, f"total size {total_size} runs past the {limit}-byte buffer")
+    try:
+        return _decode_message(view, position, total_size, magic, check_crc)
+    except struct.error as exc:
+        raise RecordError(position, f"truncated: {exc}") from None
+
+
+def _decode_message(
+    view: memoryview, position: int, total_size: int, magic: int, check_crc: bool
+) -> MessageRecord:
+    end = position + total_size
+    (_, _, crc, queue_id, flag, queue_offset, phy_offset, sys_flag, born_ts) = _HEAD.unpack_from(
+        view, position
+    )
+    pos = position + _HEAD.size
+    born_host, pos = _unpack_host(view, pos, bool(sys_flag & MessageSysFlag.BORNHOST_V6))
+    (store_ts,) = _STORE_TS.unpack_from(view, pos)
+    store_host, pos = _unpack_host(view, pos + 8, bool(sys_flag & MessageSysFlag.STOREHOST_V6))
+    reconsume, prepared, body_len = _TAIL.unpack_from(view, pos)
+    pos += _TAIL.size
+    if body_len < 0 or pos + body_len > end:
+        raise RecordError(position, f"body length {body_len} runs past the record")
+    body = view[pos : pos + body_len]
+    pos += body_len
+    if magic == MESSAGE_MAGIC_V2:
+        (topic_len,) = _U16.unpack_from(view, pos)
+        pos += 2
+    else:
+        topic_len = view[pos]
+        pos += 1
+    topic = view[pos : pos + topic_len]
+    pos += topic_len
+    (props_len,) = _U16.unpack_from(view, pos)
+    pos += 2
+    properties = view[pos : pos + props_len]
+    pos += props_len
+    if pos != end:
+        raise RecordError(position, f"fields end at {pos - position}, total size says {total_size}")
+    record = MessageRecord(
+        total_size,
+        magic,
+        crc,
+        queue_id,
+        flag,
+        queue_offset,
+        phy_offset,
+        sys_flag,
+        born_ts,
+        born_host,
+        store_ts,
+        store_host,
+        reconsume,
+        prepared,
+        body,
+        topic,
+        properties,
+    )
+    if check_crc and not record.crc_ok():
+        raise RecordError(position, f"body CRC {body_crc(body)} != stored {crc}")
+    return record
