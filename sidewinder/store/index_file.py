@@ -1,0 +1,109 @@
+"""IndexFile layout: `index/{yyyyMMddHHmmssSSS}`, a hash index of message keys.
+
+    header 40 B: beginTimestamp 8 · endTimestamp 8 · beginPhyOffset 8 · endPhyOffset 8
+                 · hashSlotCount 4 · indexCount 4
+    slots:       hashSlotNum × int32, the newest entry number of each slot (0 = empty)
+    entries:     maxIndexNum × 20 B: keyHash 4 · phyOffset 8 · timeDiff 4 (s) · prevIndex 4
+
+Entry number 0 is never used (indexCount starts at 1), so 0 ends every chain. A key is
+`topic#key` for each word of KEYS and for UNIQ_KEY; its hash is abs(String.hashCode()).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from sidewinder.protocol.message import java_string_hash
+
+INDEX_HEADER = struct.Struct(">qqqqii")
+INDEX_HEADER_SIZE = INDEX_HEADER.size  # 40
+HASH_SLOT_SIZE = 4
+INDEX_ENTRY = struct.Struct(">iqii")
+INDEX_ENTRY_SIZE = INDEX_ENTRY.size  # 20
+_SLOT = struct.Struct(">i")
+
+
+def index_key(topic: str, key: str) -> str:
+    return f"{topic}#{key}"
+
+
+def index_key_hash(key: str) -> int:
+    """abs(hashCode) as Java computes it: abs(Integer.MIN_VALUE) stays negative, hence 0."""
+    h = abs(java_string_hash(key))
+    return h if h <= 0x7FFFFFFF else 0
+
+
+def index_file_size(hash_slot_num: int, max_index_num: int) -> int:
+    return INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE + max_index_num * INDEX_ENTRY_SIZE
+
+
+@dataclass(frozen=True, slots=True)
+class IndexHeader:
+    begin_timestamp: int
+    end_timestamp: int
+    begin_phy_offset: int
+    end_phy_offset: int
+    hash_slot_count: int
+    index_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class IndexEntry:
+    key_hash: int
+    phy_offset: int
+    time_diff_s: int
+    prev_index: int
+
+
+class IndexFileView:
+    """Reads one index file held in a buffer (bytes or an mmap) with known slot count."""
+
+    def __init__(self, buffer: bytes | bytearray | memoryview, hash_slot_num: int) -> None:
+        self.view = memoryview(buffer)
+        self.hash_slot_num = hash_slot_num
+        if len(self.view) < INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE:
+            raise ValueError(
+                f"an index file of {len(self.view)} bytes cannot hold {hash_slot_num} hash slots"
+            )
+        self.header = IndexHeader(*INDEX_HEADER.unpack_from(self.view, 0))
+
+    def slot(self, key_hash: int) -> int:
+        position = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
+        return _SLOT.unpack_from(self.view, position)[0]
+
+    def entry(self, number: int) -> IndexEntry:
+        position = (
+            INDEX_HEADER_SIZE + self.hash_slot_num * HASH_SLOT_SIZE + number * INDEX_ENTRY_SIZE
+        )
+        return IndexEntry(*INDEX_ENTRY.unpack_from(self.view, position))
+
+    def chain(self, key_hash: int) -> Iterator[IndexEntry]:
+        """The entries of the key's slot, newest first (other keys of the slot included)."""
+        number = self.slot(key_hash)
+        seen = 0
+        while 0 < number < self.header.index_count and seen < self.header.index_count:
+            entry = self.entry(number)
+            yield entry
+            if entry.prev_index == number:
+                return  # a self-loop would be corruption; never spin on it
+            number = entry.prev_index
+            seen += 1
+
+    def lookup(
+        self, key: str, begin_ms: int = 0, end_ms: int = 2**63 - 1, max_count: int = 64
+    ) -> list[int]:
+        """CommitLog offsets of entries whose hash is the key's and time is in range.
+
+        Hashes collide: the caller checks each message's real keys.
+        """
+        key_hash = index_key_hash(key)
+        found: list[int] = []
+        for entry in self.chain(key_hash):
+            if len(found) >= max_count:
+                break
+            stamp = self.header.begin_timestamp + entry.time_diff_s * 1000
+            if entry.key_hash == key_hash and begin_ms <= stamp <= end_ms:
+                found.append(entry.phy_offset)
+        return found
