@@ -134,7 +134,10 @@ def _copy_maven_roles(pom: Path, staged: Path) -> None:
 
 
 def install_java(cache: BenchCache) -> str:
-    sources = sorted((DRIVERS_DIR / "java").rglob("*.java"))
+    # The Java driver, and the bench's Java tools (interop/java), on one classpath.
+    sources = sorted(
+        [*(DRIVERS_DIR / "java").rglob("*.java"), *(INTEROP_DIR / "java").glob("*.java")]
+    )
     if not sources:
         raise InstallError("no Java driver sources under interop/drivers/java")
     digest = _digest(sources, (cache.stamps / "maven").read_text())
