@@ -21,6 +21,7 @@ from typing import Any
 from interop.cache import BenchCache, bench_cache
 from interop.jvm import java_command, java_env
 from interop.processes import ManagedProcess, StartupError, can_connect, free_port_block
+from sidewinder.common.properties import read_properties
 
 NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
 BROKER_MAIN = "org.apache.rocketmq.broker.BrokerStartup"
@@ -59,20 +60,6 @@ def test_broker_conf(
         # The test disk may be fuller than a production one; 4.9 refuses puts above this ratio.
         "diskMaxUsedSpaceRatio": "95",
     }
-
-
-def read_properties(path: Path) -> dict[str, str]:
-    """A Java .properties-style broker.conf: `key=value` or `key = value`, `#` comments."""
-    values: dict[str, str] = {}
-    for raw in path.read_text().splitlines():
-        line = raw.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            raise ValueError(f"{path}: not key=value: {raw!r}")
-        values[key.strip()] = value.strip()
-    return values
 
 
 def write_properties(path: Path, values: Mapping[str, Any]) -> None:

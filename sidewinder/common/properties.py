@@ -1,0 +1,27 @@
+"""broker.conf and namesrv.conf: Java .properties files of `key=value` lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def parse_properties(text: str, *, source: str = "<string>") -> dict[str, str]:
+    """`key=value` or `key = value` per line; `#` and `!` start comments; later keys win.
+
+    A line without `=` is an error naming the file and line (Java would take it as a key with
+    an empty value, which in broker.conf is always a typo).
+    """
+    values: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{source}:{number}: not key=value: {raw!r}")
+        values[key.strip()] = value.strip()
+    return values
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    return parse_properties(path.read_text(encoding="utf-8"), source=str(path))
