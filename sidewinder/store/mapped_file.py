@@ -1,0 +1,85 @@
+"""One fixed-size store file, memory-mapped read-write and named by its first global offset.
+
+The file is created at its full size at once (sparse, as RocketMQ's setLength makes it), so a
+segment's size on disk is always the configured one. `flush()` is `os.fdatasync` on the file:
+it writes back pages dirtied through the map without holding the GIL, so callers run it in an
+executor thread; the event loop never calls it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+from pathlib import Path
+
+
+class StoreFileError(OSError):
+    """A store file that cannot be used as it is; the message names it."""
+
+
+class MappedFile:
+    def __init__(self, path: Path, size: int) -> None:
+        self.path = path
+        self.size = size
+        if not path.name.isdigit():
+            raise StoreFileError(f"{path}: a store file is named by its 20-digit offset")
+        self.file_from_offset = int(path.name)
+        existed = path.exists()
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            actual = os.fstat(self._fd).st_size
+            if existed and actual != size:
+                raise StoreFileError(f"{path} is {actual} bytes; the configured size is {size}")
+            if not existed:
+                os.ftruncate(self._fd, size)
+            self._map = mmap.mmap(self._fd, size, access=mmap.ACCESS_WRITE)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self.buffer = memoryview(self._map)
+        self.wrote_position = 0
+        self.flushed_position = 0
+
+    @staticmethod
+    def name_for(offset: int) -> str:
+        return f"{offset:020d}"
+
+    @property
+    def remaining(self) -> int:
+        return self.size - self.wrote_position
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote_position == self.size
+
+    @property
+    def end_offset(self) -> int:
+        """Global offset just past what was written."""
+        return self.file_from_offset + self.wrote_position
+
+    def flush(self) -> int:
+        """Make everything written so far durable; returns the flushed position. Blocking."""
+        target = self.wrote_position
+        if target > self.flushed_position:
+            os.fdatasync(self._fd)
+            self.flushed_position = target
+        return self.flushed_position
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        self.buffer.release()
+        # A reader still holding a view into this map unmaps it when that view goes.
+        with contextlib.suppress(BufferError):
+            self._map.close()
+        os.close(self._fd)
+        self._fd = -1
+
+    def destroy(self) -> None:
+        """Close and delete the file (cleanup and dirty-tail truncation). Blocking."""
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path.name}, wrote={self.wrote_position}/{self.size})"

@@ -1,0 +1,119 @@
+"""The segments of one log (the CommitLog, or one ConsumeQueue) as a single offset space."""
+
+from __future__ import annotations
+
+import bisect
+from pathlib import Path
+
+from sidewinder.store.mapped_file import MappedFile, StoreFileError
+
+_ZEROS = bytes(1 << 20)
+
+
+def zero_tail(buffer: memoryview, start: int) -> None:
+    """Zero `buffer[start:]` where it is not already zero.
+
+    After a torn tail is cut, the stale records beyond the cut must not survive: an append of a
+    different size would leave them to be read back as valid by the next recovery. Only non-zero
+    chunks are written, so the untouched (sparse) rest of a segment costs reads only.
+    """
+    for chunk_start in range(start, len(buffer), len(_ZEROS)):
+        chunk = buffer[chunk_start : chunk_start + len(_ZEROS)]
+        if chunk != _ZEROS[: len(chunk)]:
+            chunk[:] = _ZEROS[: len(chunk)]
+
+
+class MappedFileQueue:
+    def __init__(self, directory: Path, file_size: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.files: list[MappedFile] = []
+
+    def load(self) -> None:
+        """Map the existing segments in offset order; they must be contiguous and full-size.
+
+        Positions stay 0 until recovery sets them from what the files hold.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        names = sorted(
+            (p for p in self.directory.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)
+        )
+        expected: int | None = None
+        for path in names:
+            offset = int(path.name)
+            if expected is not None and offset != expected:
+                raise StoreFileError(
+                    f"{path}: starts at {offset}, the previous segment ends at {expected}"
+                )
+            self.files.append(MappedFile(path, self.file_size))
+            expected = offset + self.file_size
+
+    @property
+    def last_file(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    def writable_file(self, start_offset: int = 0) -> MappedFile:
+        """The segment appends go to, creating the first or the next one as needed."""
+        last = self.last_file
+        if last is not None and not last.is_full:
+            return last
+        offset = start_offset if last is None else last.file_from_offset + self.file_size
+        if offset % self.file_size:
+            raise StoreFileError(f"segment offset {offset} is not a multiple of {self.file_size}")
+        created = MappedFile(self.directory / MappedFile.name_for(offset), self.file_size)
+        self.files.append(created)
+        return created
+
+    def find(self, offset: int) -> MappedFile | None:
+        """The segment holding global `offset`, if any."""
+        starts = [f.file_from_offset for f in self.files]
+        i = bisect.bisect_right(starts, offset) - 1
+        if i < 0:
+            return None
+        candidate = self.files[i]
+        return candidate if offset < candidate.file_from_offset + self.file_size else None
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].file_from_offset if self.files else 0
+
+    @property
+    def max_offset(self) -> int:
+        last = self.last_file
+        return last.end_offset if last else 0
+
+    @property
+    def flushed_offset(self) -> int:
+        for f in reversed(self.files):
+            if f.flushed_position:
+                return f.file_from_offset + f.flushed_position
+        return self.min_offset
+
+    def set_positions(self, end_offset: int) -> None:
+        """After recovery: everything before `end_offset` is written and durable; drop the rest.
+
+        Segments starting past it are deleted (as RocketMQ's truncateDirtyFiles does); the one
+        holding it is cut back. Bytes after it stay on disk until the next appends overwrite
+        them.
+        """
+        for f in list(self.files):
+            if f.file_from_offset > end_offset:
+                f.destroy()
+                self.files.remove(f)
+                continue
+            position = min(end_offset - f.file_from_offset, self.file_size)
+            f.wrote_position = f.flushed_position = position
+            if position < self.file_size:
+                zero_tail(f.buffer, position)
+
+    def flush(self) -> int:
+        """fdatasync every segment with unflushed bytes; returns the flushed offset. Blocking."""
+        for f in self.files:
+            if f.wrote_position > f.flushed_position:
+                f.flush()
+        return self.flushed_offset
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+        self.files.clear()

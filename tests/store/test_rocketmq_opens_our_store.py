@@ -1,0 +1,116 @@
+"""The other way round: the real RocketMQ broker opens a CommitLog Sidewinder's store wrote.
+
+No ConsumeQueue or index files are written: a cleanly shut down RocketMQ dispatches every record
+of the CommitLog at startup, so its consumers and its queryMsgByKey see exactly what our records
+say. `mqstore verify` then checks the queues and index RocketMQ built against our CommitLog.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+
+import pytest
+
+from interop.mqadmin import create_topic, mqadmin
+from interop.target import running_target
+from sidewinder.protocol.message import encode_properties
+from sidewinder.store.commit_log import AppendStatus, CommitLog
+from sidewinder.store.config import StoreConfig
+from sidewinder.store.message_codec import Host, MessageToStore
+from sidewinder.store.verify import verify_store
+from tests.interop.scenarios import consume
+
+pytestmark = pytest.mark.interop
+
+SEGMENT = 2 << 20
+LOCAL = Host(b"\x7f\x00\x00\x01", 10911)
+TOPICS = {"OursA": 4, "OursB": 2}
+
+
+def body_of(n: int) -> bytes:
+    if n % 50 == 8:
+        size = 1 << 20  # six of these roll several 2 MiB segments
+    else:
+        size = {7: 100_000, 9: 0}.get(n, (n * 37) % 5000)
+    return (f"ours-{n}|".encode() * (size // 8 + 1))[:size]
+
+
+def write_store(root: Path, count: int) -> dict[str, dict[str, object]]:
+    """`count` messages over both topics; what each consumer should see, by key."""
+    log = CommitLog(
+        root / "commitlog", segment_size=SEGMENT, max_message_size=4 << 20, store_host=LOCAL
+    )
+    log.load()
+    expected = {}
+    now = int(time.time() * 1000)
+    for n in range(count):
+        topic = "OursA" if n % 3 else "OursB"
+        tag = "TagA" if n % 2 else "TagB"
+        key = f"ours-{n}"
+        props = {"KEYS": key, "TAGS": tag, "UNIQ_KEY": f"{n:032X}", "color": "blue"}
+        body = body_of(n)
+        result = log.put(
+            MessageToStore(
+                topic=topic.encode(),
+                queue_id=n % TOPICS[topic],
+                body=body,
+                properties=encode_properties(props),
+                born_timestamp=now,
+                born_host=LOCAL,
+                store_host=LOCAL,
+            )
+        )
+        assert result.status is AppendStatus.PUT_OK, result
+        expected[key] = {
+            "topic": topic,
+            "tags": tag,
+            "msgId": props["UNIQ_KEY"],
+            "bodyMd5": hashlib.md5(body).hexdigest(),
+            "bodyLen": len(body),
+            "queueOffset": result.queue_offset,
+        }
+    assert len(log.files.files) >= 3, "the test means to span several segments"
+    log.flush()
+    log.close()
+    return expected
+
+
+def test_rocketmq_serves_every_message_we_stored(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    expected = write_store(root, 300)
+    conf = {"storePathRootDir": str(root), "mappedFileSizeCommitLog": SEGMENT}
+    with running_target("rocketmq", tmp_path / "cluster", conf) as cluster:
+        for topic, queues in TOPICS.items():
+            create_topic(cluster.namesrv_addr, topic, queues=queues)
+        for topic in TOPICS:
+            want = {k: v for k, v in expected.items() if v["topic"] == topic}
+            run = consume(cluster, "java", topic, len(want), group=f"Reader{topic}", mode="pull")
+            got = {e["keys"]: e for e in run.received()}
+            assert set(got) == set(want)
+            for key, e in got.items():
+                w = want[key]
+                assert (e["tags"], e["msgId"], e["bodyMd5"], e["bodyLen"], e["queueOffset"]) == (
+                    w["tags"],
+                    w["msgId"],
+                    w["bodyMd5"],
+                    w["bodyLen"],
+                    w["queueOffset"],
+                ), key
+                assert e["properties"] == {"color": "blue"}
+        by_key = mqadmin(
+            cluster.namesrv_addr, "queryMsgByKey", "-t", "OursA", "-k", "ours-7"
+        ).stdout
+        assert expected["ours-7"]["msgId"] in by_key, by_key
+    report = verify_store(
+        root,
+        StoreConfig(
+            store_path_root_dir=root,
+            store_path_commit_log=root / "commitlog",
+            mapped_file_size_commit_log=SEGMENT,
+        ),
+    )
+    assert report.records == 300
+    assert report.cq_entries == 300
+    assert report.index_entries >= 600  # KEYS and UNIQ_KEY of every message
