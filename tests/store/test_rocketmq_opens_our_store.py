@@ -30,10 +30,8 @@ TOPICS = {"OursA": 4, "OursB": 2}
 
 
 def body_of(n: int) -> bytes:
-    if n % 50 == 8:
-        size = 1 << 20  # six of these roll several 2 MiB segments
-    else:
-        size = {7: 100_000, 9: 0}.get(n, (n * 37) % 5000)
+    # Six 1 MiB bodies roll several 2 MiB segments.
+    size = 1 << 20 if n % 50 == 8 else {7: 100_000, 9: 0}.get(n, (n * 37) % 5000)
     return (f"ours-{n}|".encode() * (size // 8 + 1))[:size]
 
 
