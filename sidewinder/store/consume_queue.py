@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from sidewinder.store.mapped_file_queue import MappedFileQueue
+
 CQ_ENTRY = struct.Struct(">qiq")
 CQ_ENTRY_SIZE = CQ_ENTRY.size  # 20
 # A queue that starts above offset 0 has its first file padded with these (fillPreBlank).
@@ -58,3 +60,91 @@ def read_queue(queue_dir: Path) -> Iterator[CQEntry]:
         if start % CQ_ENTRY_SIZE:
             raise ValueError(f"{path}: file offset {start} is not a multiple of {CQ_ENTRY_SIZE}")
         yield from iter_entries(path.read_bytes(), start // CQ_ENTRY_SIZE)
+
+
+class ConsumeQueueGapError(RuntimeError):
+    """An entry would leave a hole in the queue: a dispatch bug, never written."""
+
+
+class ConsumeQueue:
+    """One queue's entries as mapped files: put at a queue offset, read by queue offset."""
+
+    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int) -> None:
+        if file_size % CQ_ENTRY_SIZE:
+            raise ValueError(f"mappedFileSizeConsumeQueue {file_size} is not a multiple of 20")
+        self.topic = topic
+        self.queue_id = queue_id
+        self.files = MappedFileQueue(root / topic / str(queue_id), file_size)
+        self.max_phy_offset = 0  # just past the last entry's message in the CommitLog
+
+    def load(self) -> None:
+        self.files.load()
+
+    def recover(self) -> None:
+        """Set the end after the last written entry (the files' positions start at 0)."""
+        end = self.files.min_offset
+        for segment in self.files.files:
+            written = sum(1 for _ in iter_entries(segment.buffer, 0)) * CQ_ENTRY_SIZE
+            end = segment.file_from_offset + written
+            if written < segment.size:
+                break
+        self.files.set_positions(end)
+        last = self.entry(self.max_offset - 1) if self.max_offset else None
+        self.max_phy_offset = last.phy_offset + last.size if last and not last.is_blank else 0
+
+    @property
+    def min_offset(self) -> int:
+        return self.files.min_offset // CQ_ENTRY_SIZE
+
+    @property
+    def max_offset(self) -> int:
+        """The queue offset the next message gets."""
+        return self.files.max_offset // CQ_ENTRY_SIZE
+
+    def put(self, queue_offset: int, phy_offset: int, size: int, tags_code: int) -> bool:
+        """Write one entry; False when it is already there (a repeated dispatch)."""
+        at = queue_offset * CQ_ENTRY_SIZE
+        if not self.files.files:
+            self._first_file_at(at)
+        end = self.files.max_offset
+        if at < end:
+            return False
+        if at > end:
+            raise ConsumeQueueGapError(
+                f"{self.topic}/{self.queue_id}: entry {queue_offset} "
+                f"after {end // CQ_ENTRY_SIZE} entries"
+            )
+        segment = self.files.writable_file()
+        encode_entry(
+            segment.buffer,
+            segment.wrote_position,
+            phy_offset=phy_offset,
+            size=size,
+            tags_code=tags_code,
+        )
+        segment.wrote_position += CQ_ENTRY_SIZE
+        self.max_phy_offset = phy_offset + size
+        return True
+
+    def _first_file_at(self, at: int) -> None:
+        # A queue whose first entry is not 0 (its head was cleaned up elsewhere) starts in the
+        # file holding that entry, padded before it with blank entries, as RocketMQ pads it.
+        start = at - at % self.files.file_size
+        segment = self.files.writable_file(start)
+        for position in range(0, at - start, CQ_ENTRY_SIZE):
+            encode_entry(segment.buffer, position, phy_offset=0, size=BLANK_ENTRY_SIZE, tags_code=0)
+        segment.wrote_position = at - start
+
+    def entry(self, queue_offset: int) -> CQEntry | None:
+        at = queue_offset * CQ_ENTRY_SIZE
+        segment = self.files.find(at)
+        if segment is None or at >= segment.end_offset:
+            return None
+        phy, size, tags = CQ_ENTRY.unpack_from(segment.buffer, at - segment.file_from_offset)
+        return CQEntry(queue_offset, phy, size, tags)
+
+    def flush(self) -> int:
+        return self.files.flush()
+
+    def close(self) -> None:
+        self.files.close()

@@ -14,8 +14,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from sidewinder.protocol.message import java_string_hash
+from sidewinder.store.mapped_file import MappedFile
 
 INDEX_HEADER = struct.Struct(">qqqqii")
 INDEX_HEADER_SIZE = INDEX_HEADER.size  # 40
@@ -107,3 +109,95 @@ class IndexFileView:
             if entry.key_hash == key_hash and begin_ms <= stamp <= end_ms:
                 found.append(entry.phy_offset)
         return found
+
+
+class IndexFile:
+    """A writable index file (RocketMQ's IndexFile.putKey, entry for entry)."""
+
+    def __init__(
+        self,
+        path: Path,
+        hash_slot_num: int,
+        max_index_num: int,
+        *,
+        end_phy_offset: int = 0,
+        end_timestamp: int = 0,
+    ) -> None:
+        self.path = path
+        self.max_index_num = max_index_num
+        fresh = not path.exists()
+        self.file = MappedFile(path, index_file_size(hash_slot_num, max_index_num))
+        self.view = IndexFileView(self.file.buffer, hash_slot_num)
+        h = self.view.header
+        self.begin_timestamp, self.end_timestamp = h.begin_timestamp, h.end_timestamp
+        self.begin_phy_offset, self.end_phy_offset = h.begin_phy_offset, h.end_phy_offset
+        self.hash_slot_count, self.index_count = h.hash_slot_count, h.index_count
+        if fresh:
+            # Entry 0 is never used, and a follow-on file starts where the last one ended.
+            self.index_count = 1
+            if end_phy_offset > 0:
+                self.begin_phy_offset = self.end_phy_offset = end_phy_offset
+            if end_timestamp > 0:
+                self.begin_timestamp = self.end_timestamp = end_timestamp
+            self._write_header()
+
+    @property
+    def is_full(self) -> bool:
+        return self.index_count >= self.max_index_num
+
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        """Add one key; False when the file is full."""
+        if self.is_full:
+            return False
+        key_hash = index_key_hash(key)
+        slot_at = INDEX_HEADER_SIZE + (key_hash % self.view.hash_slot_num) * HASH_SLOT_SIZE
+        (previous,) = _SLOT.unpack_from(self.file.buffer, slot_at)
+        if previous <= 0 or previous > self.index_count:
+            previous = 0
+        if self.begin_timestamp <= 0:
+            time_diff = 0
+        else:
+            time_diff = min(max((store_timestamp - self.begin_timestamp) // 1000, 0), 0x7FFFFFFF)
+        entry_at = (
+            INDEX_HEADER_SIZE
+            + self.view.hash_slot_num * HASH_SLOT_SIZE
+            + self.index_count * INDEX_ENTRY_SIZE
+        )
+        INDEX_ENTRY.pack_into(self.file.buffer, entry_at, key_hash, phy_offset, time_diff, previous)
+        _SLOT.pack_into(self.file.buffer, slot_at, self.index_count)
+        if self.index_count <= 1:
+            self.begin_phy_offset, self.begin_timestamp = phy_offset, store_timestamp
+        if previous == 0:
+            self.hash_slot_count += 1
+        self.index_count += 1
+        self.end_phy_offset, self.end_timestamp = phy_offset, store_timestamp
+        self._write_header()
+        return True
+
+    def _write_header(self) -> None:
+        INDEX_HEADER.pack_into(
+            self.file.buffer,
+            0,
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
+        self.view.header = IndexHeader(
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
+        )
+
+    def flush(self) -> None:
+        """Blocking: run in an executor."""
+        self.file.sync()
+
+    def close(self) -> None:
+        self.view.view.release()
+        self.file.close()

@@ -66,6 +66,10 @@ class MappedFile:
             self.flushed_position = target
         return self.flushed_position
 
+    def sync(self) -> None:
+        """fdatasync whatever was written through the map (files not written by appending)."""
+        os.fdatasync(self._fd)
+
     def close(self) -> None:
         if self._fd < 0:
             return

@@ -60,6 +60,7 @@ class MappedFileQueue:
         offset = start_offset if last is None else last.file_from_offset + self.file_size
         if offset % self.file_size:
             raise StoreFileError(f"segment offset {offset} is not a multiple of {self.file_size}")
+        self.directory.mkdir(parents=True, exist_ok=True)
         created = MappedFile(self.directory / MappedFile.name_for(offset), self.file_size)
         self.files.append(created)
         return created

@@ -1,0 +1,87 @@
+"""The index directory: message keys to CommitLog offsets across rolling IndexFiles."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from sidewinder.store.index_file import IndexFile, index_key
+
+
+def index_file_name(now_ms: int) -> str:
+    """yyyyMMddHHmmssSSS in local time, as RocketMQ names index files."""
+    seconds, millis = divmod(now_ms, 1000)
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(seconds)) + f"{millis:03d}"
+
+
+class IndexService:
+    def __init__(self, directory: Path, hash_slot_num: int, max_index_num: int) -> None:
+        self.directory = directory
+        self.hash_slot_num = hash_slot_num
+        self.max_index_num = max_index_num
+        self.files: list[IndexFile] = []
+
+    def load(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for path in sorted(p for p in self.directory.iterdir() if p.name.isdigit()):
+            self.files.append(IndexFile(path, self.hash_slot_num, self.max_index_num))
+
+    @property
+    def end_phy_offset(self) -> int:
+        return self.files[-1].end_phy_offset if self.files else 0
+
+    def build_index(
+        self, topic: str, keys: list[str], phy_offset: int, store_timestamp: int
+    ) -> None:
+        """Index a message's keys (UNIQ_KEY first, then each KEYS word) unless done before."""
+        if self._indexed_anything() and phy_offset <= self.end_phy_offset:
+            # A repeated dispatch. RocketMQ skips only offsets below the end, so re-dispatching
+            # the last message would index it twice; each offset is one message, so <= is exact.
+            return
+        for key in keys:
+            if key:
+                # _writable rolls to a new file when the last one is full.
+                self._writable().put_key(index_key(topic, key), phy_offset, store_timestamp)
+
+    def _indexed_anything(self) -> bool:
+        return len(self.files) > 1 or bool(self.files and self.files[0].index_count > 1)
+
+    def _writable(self) -> IndexFile:
+        return self.files[-1] if self.files and not self.files[-1].is_full else self._roll()
+
+    def _roll(self) -> IndexFile:
+        last = self.files[-1] if self.files else None
+        now = int(time.time() * 1000)
+        while (self.directory / index_file_name(now)).exists():
+            now += 1
+        created = IndexFile(
+            self.directory / index_file_name(now),
+            self.hash_slot_num,
+            self.max_index_num,
+            end_phy_offset=last.end_phy_offset if last else 0,
+            end_timestamp=last.end_timestamp if last else 0,
+        )
+        self.files.append(created)
+        return created
+
+    def query(
+        self, topic: str, key: str, max_count: int = 64, begin_ms: int = 0, end_ms: int = 2**63 - 1
+    ) -> list[int]:
+        """CommitLog offsets for `key`, newest files first (hash matches: check the message)."""
+        found: list[int] = []
+        for index in reversed(self.files):
+            if len(found) >= max_count:
+                break
+            found += index.view.lookup(
+                index_key(topic, key), begin_ms, end_ms, max_count - len(found)
+            )
+        return found
+
+    def flush(self) -> None:
+        for index in self.files:
+            index.flush()
+
+    def close(self) -> None:
+        for index in self.files:
+            index.close()
+        self.files.clear()
