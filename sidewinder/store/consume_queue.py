@@ -92,6 +92,20 @@ class ConsumeQueue:
         last = self.entry(self.max_offset - 1) if self.max_offset else None
         self.max_phy_offset = last.phy_offset + last.size if last and not last.is_blank else 0
 
+    def truncate_dirty(self, commitlog_end: int) -> int:
+        """Drop tail entries whose message does not lie wholly before `commitlog_end`."""
+        end = self.max_offset
+        while end > self.min_offset:
+            last = self.entry(end - 1)
+            if last is None or last.is_blank or last.phy_offset + last.size <= commitlog_end:
+                break
+            end -= 1
+        if end != self.max_offset:
+            self.files.set_positions(end * CQ_ENTRY_SIZE)
+            last = self.entry(end - 1) if end > self.min_offset else None
+            self.max_phy_offset = last.phy_offset + last.size if last and not last.is_blank else 0
+        return end
+
     @property
     def min_offset(self) -> int:
         return self.files.min_offset // CQ_ENTRY_SIZE

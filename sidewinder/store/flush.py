@@ -1,0 +1,154 @@
+"""Flushing the CommitLog: SYNC_FLUSH group commit and the ASYNC_FLUSH timer.
+
+Both run `flush()` (an fdatasync) on one executor thread, in order, never on the event loop. Group
+commit: every waiter whose end offset one fdatasync covers is released by it, so N concurrent
+producers cost about one disk sync per round, not N. An fdatasync error is never swallowed: it
+fails every waiter and is kept in `error`, and the store turns read-only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+PAGE = 4096
+
+
+class FlushError(OSError):
+    """The disk refused a flush; the store is read-only from then on."""
+
+
+class GroupCommit:
+    def __init__(
+        self,
+        flush: Callable[[], int],
+        executor: Executor,
+        on_flushed: Callable[[int], None] | None = None,
+    ) -> None:
+        self._flush = flush
+        self._executor = executor
+        # Told after every flush, waited on or not (the dispatcher follows the flushed offset).
+        self._on_flushed = on_flushed
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.flushed_offset = 0
+        self.flushes = 0
+        self.error: BaseException | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="group-commit")
+
+    async def wait_flushed(self, end_offset: int, timeout_s: float) -> bool:
+        """True once everything before `end_offset` is durable; False after `timeout_s`."""
+        if self.error is not None:
+            raise FlushError(f"the store is read-only after a flush error: {self.error}")
+        if end_offset <= self.flushed_offset:
+            return True
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (end_offset, next(self._order), future))
+        self._wakeup.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    def wake(self) -> None:
+        """Ask for a flush without waiting for it (a put whose WAIT property is false)."""
+        self._wakeup.set()
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            try:
+                flushed = await loop.run_in_executor(self._executor, self._flush)
+            except OSError as exc:
+                self._fail(exc)
+                return
+            self.flushes += 1
+            self.flushed_offset = max(self.flushed_offset, flushed)
+            if self._on_flushed is not None:
+                self._on_flushed(self.flushed_offset)
+            while self._waiters and self._waiters[0][0] <= self.flushed_offset:
+                _, _, future = heapq.heappop(self._waiters)
+                if not future.done():
+                    future.set_result(None)
+            if self._waiters:
+                self._wakeup.set()  # appends arrived during that flush: go again
+
+    def _fail(self, exc: OSError) -> None:
+        self.error = exc
+        log.error("store.flush_failed", error=str(exc), waiters=len(self._waiters))
+        for _, _, future in self._waiters:
+            if not future.done():
+                future.set_exception(FlushError(f"flush failed: {exc}"))
+        self._waiters.clear()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+
+class PeriodicFlush:
+    """ASYNC_FLUSH: flush every `interval_ms` when at least `least_pages` pages are dirty, and
+    regardless of that every `thorough_interval_ms` (RocketMQ's FlushRealTimeService)."""
+
+    def __init__(
+        self,
+        flush: Callable[[], int],
+        dirty_bytes: Callable[[], int],
+        executor: Executor,
+        *,
+        interval_ms: int,
+        least_pages: int,
+        thorough_interval_ms: int,
+    ) -> None:
+        self._flush = flush
+        self._dirty_bytes = dirty_bytes
+        self._executor = executor
+        self.interval_s = interval_ms / 1000
+        self.least_bytes = least_pages * PAGE
+        self.thorough_s = thorough_interval_ms / 1000
+        self._task: asyncio.Task[None] | None = None
+        self.error: BaseException | None = None
+        self.flushes = 0
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="periodic-flush")
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        last_thorough = time.monotonic()
+        while True:
+            await asyncio.sleep(self.interval_s)
+            dirty = self._dirty_bytes()
+            thorough = time.monotonic() - last_thorough >= self.thorough_s
+            if dirty <= 0 or (dirty < self.least_bytes and not thorough):
+                continue
+            try:
+                await loop.run_in_executor(self._executor, self._flush)
+            except OSError as exc:
+                self.error = exc
+                log.error("store.flush_failed", error=str(exc))
+                return
+            self.flushes += 1
+            if thorough:
+                last_thorough = time.monotonic()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)

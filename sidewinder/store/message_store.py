@@ -1,0 +1,386 @@
+"""MessageStore: the store's async edge over the synchronous CommitLog, queues and index.
+
+    store = MessageStore(config, store_host=Host(ip, port))
+    await store.start()                          # lock, recover, start flush and dispatch
+    result = await store.put_message(message)    # PUT_OK only once durable under SYNC_FLUSH
+    got = store.get_messages("T", 0, offset, 32) # FOUND + views of mapped memory
+    await store.shutdown()                       # flush, checkpoint, clean-shutdown marker
+
+Appends happen on the event loop (a memcpy into the map); every fdatasync and every dispatch
+batch runs on an executor thread. Under SYNC_FLUSH nothing is dispatched (visible to consumers)
+beyond the flushed offset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from enum import Enum
+
+import structlog
+
+from sidewinder.protocol.message import MessageConst, decode_properties
+from sidewinder.store.checkpoint import StoreCheckpoint
+from sidewinder.store.commit_log import AppendResult, AppendStatus, CommitLog
+from sidewinder.store.config import FlushDiskType, StoreConfig
+from sidewinder.store.consume_queue import CQEntry
+from sidewinder.store.dispatch import ConsumeQueueTable, Dispatcher, parse_delay_levels
+from sidewinder.store.flush import FlushError, GroupCommit, PeriodicFlush
+from sidewinder.store.index_service import IndexService
+from sidewinder.store.message_codec import Host, MessageRecord, MessageToStore
+from sidewinder.store.run_markers import RunMarkers
+
+log = structlog.get_logger(__name__)
+
+DISPATCH_BATCH = 4096
+
+
+class PutStatus(Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+
+
+@dataclass(frozen=True, slots=True)
+class PutResult:
+    status: PutStatus
+    append: AppendResult | None = None
+    remark: str = ""
+
+
+class GetStatus(Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(slots=True)
+class GetResult:
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int = 0
+    max_offset: int = 0
+    messages: list[memoryview] = field(default_factory=list)  # whole records, mapped memory
+
+    @property
+    def buffer_total_size(self) -> int:
+        return sum(len(m) for m in self.messages)
+
+
+ArrivalListener = Callable[[str, int, int], None]  # topic, queue id, new max queue offset
+
+
+class MessageStore:
+    def __init__(self, config: StoreConfig, *, store_host: Host) -> None:
+        self.config = config
+        root = config.store_path_root_dir
+        self.markers = RunMarkers(root)
+        self.commit_log = CommitLog(
+            config.store_path_commit_log,
+            segment_size=config.mapped_file_size_commit_log,
+            max_message_size=config.max_message_size,
+            store_host=store_host,
+        )
+        self.queues = ConsumeQueueTable(
+            root / "consumequeue", config.mapped_file_size_consume_queue
+        )
+        self.index = (
+            IndexService(root / "index", config.max_hash_slot_num, config.max_index_num)
+            if config.message_index_enable
+            else None
+        )
+        self.dispatcher = Dispatcher(
+            self.queues, self.index, parse_delay_levels(config.message_delay_level)
+        )
+        self.checkpoint = StoreCheckpoint(root / "checkpoint")
+        self.sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        # One thread each, so flushes stay in order and dispatch stays in CommitLog order.
+        self._flush_executor = ThreadPoolExecutor(1, thread_name_prefix="store-flush")
+        self._dispatch_executor = ThreadPoolExecutor(1, thread_name_prefix="store-dispatch")
+        self._dispatch_wakeup = asyncio.Event()
+        self.group_commit = GroupCommit(
+            self._flush_commit_log,
+            self._flush_executor,
+            on_flushed=lambda _: self._dispatch_wakeup.set(),
+        )
+        self.periodic_flush = PeriodicFlush(
+            self._flush_commit_log,
+            self._dirty_bytes,
+            self._flush_executor,
+            interval_ms=config.flush_interval_commit_log,
+            least_pages=config.flush_commit_log_least_pages,
+            thorough_interval_ms=config.flush_commit_log_thorough_interval,
+        )
+        self.reput_offset = 0
+        self._dispatch_task: asyncio.Task[None] | None = None
+        self.arrival_listeners: list[ArrivalListener] = []
+        self.running = False
+        self.crashed_last_time = False
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.crashed_last_time = self.markers.acquire()
+        try:
+            await loop.run_in_executor(self._dispatch_executor, self._load_and_recover)
+        except BaseException:
+            self.markers.release()
+            raise
+        self.group_commit.flushed_offset = self.commit_log.max_offset
+        if self.sync_flush:
+            self.group_commit.start()
+        else:
+            self.periodic_flush.start()
+        self._dispatch_task = loop.create_task(self._dispatch_loop(), name="store-dispatch")
+        self.running = True
+        self._dispatch_wakeup.set()
+
+    def _load_and_recover(self) -> None:
+        started = time.monotonic()
+        self.checkpoint = StoreCheckpoint.open(self.checkpoint.path)
+        self.commit_log.load()
+        end = self.commit_log.recover(check_crc=self.config.check_crc_on_recover)
+        self.queues.load()
+        for queue in self.queues.queues.values():
+            queue.truncate_dirty(end)
+        if self.index is not None:
+            self.index.load()
+        if self.crashed_last_time:
+            # Queue files are flushed on their own schedule: after a crash, dispatch the whole
+            # log again (idempotent) rather than trust their tails.
+            self.reput_offset = self.commit_log.files.min_offset
+        else:
+            self.reput_offset = max(
+                (q.max_phy_offset for q in self.queues.queues.values()),
+                default=self.commit_log.files.min_offset,
+            )
+        log.info(
+            "store.recovered",
+            commitlog_end=end,
+            reput_from=self.reput_offset,
+            queues=len(self.queues.queues),
+            crashed=self.crashed_last_time,
+            took_ms=round((time.monotonic() - started) * 1000),
+        )
+
+    async def shutdown(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        if self._dispatch_task is not None:
+            self._dispatch_task.cancel()
+            await asyncio.gather(self._dispatch_task, return_exceptions=True)
+        await self.group_commit.stop()
+        await self.periodic_flush.stop()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._dispatch_executor, self._dispatch_all)
+        await loop.run_in_executor(self._flush_executor, self._close_files)
+        self._flush_executor.shutdown()
+        self._dispatch_executor.shutdown()
+        self.markers.release()
+
+    def _close_files(self) -> None:
+        now = int(time.time() * 1000)
+        self.commit_log.flush()
+        self.queues.flush()
+        if self.index is not None:
+            self.index.flush()
+        self.checkpoint.physic_msg_timestamp = self.checkpoint.logics_msg_timestamp = now
+        self.checkpoint.index_msg_timestamp = now
+        self.checkpoint.flush()
+        self.commit_log.close()
+        self.queues.close()
+        if self.index is not None:
+            self.index.close()
+        if self.group_commit.error is None and self.periodic_flush.error is None:
+            self.markers.mark_clean_shutdown()
+
+    # -- puts ----------------------------------------------------------------------------------
+    async def put_message(self, message: MessageToStore) -> PutResult:
+        return await self.put_messages([message])
+
+    async def put_messages(self, messages: Sequence[MessageToStore]) -> PutResult:
+        """Append one message or a batch of one (topic, queue); durable per flushDiskType."""
+        failure = self._write_failure()
+        if failure:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=failure)
+        append = self.commit_log.put_batch(messages)
+        if append.status is AppendStatus.MESSAGE_ILLEGAL:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, append, append.remark)
+        end = append.phy_offset + append.size
+        if not self.sync_flush:
+            self._dispatch_wakeup.set()
+            return PutResult(PutStatus.PUT_OK, append)
+        if not _wants_wait(messages[0]):
+            self.group_commit.wake()
+            return PutResult(PutStatus.PUT_OK, append)
+        try:
+            flushed = await self.group_commit.wait_flushed(
+                end, self.config.sync_flush_timeout / 1000
+            )
+        except FlushError as exc:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, append, str(exc))
+        if not flushed:
+            return PutResult(
+                PutStatus.FLUSH_DISK_TIMEOUT,
+                append,
+                f"not flushed within syncFlushTimeout {self.config.sync_flush_timeout} ms",
+            )
+        return PutResult(PutStatus.PUT_OK, append)
+
+    def _write_failure(self) -> str:
+        if not self.running:
+            return "the store is not running"
+        error = self.group_commit.error or self.periodic_flush.error
+        if error is not None:
+            return f"the store is read-only after a disk error: {error}"
+        return ""
+
+    def _flush_commit_log(self) -> int:
+        return self.commit_log.flush()
+
+    def _dirty_bytes(self) -> int:
+        return self.commit_log.max_offset - self.commit_log.files.flushed_offset
+
+    # -- dispatch ------------------------------------------------------------------------------
+    @property
+    def dispatch_limit(self) -> int:
+        """How far consumers may see: the flushed offset under SYNC_FLUSH, else the end."""
+        if self.sync_flush:
+            return min(self.group_commit.flushed_offset, self.commit_log.max_offset)
+        return self.commit_log.max_offset
+
+    async def _dispatch_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._dispatch_wakeup.wait()
+            self._dispatch_wakeup.clear()
+            limit = self.dispatch_limit
+            if limit <= self.reput_offset:
+                continue
+            arrived = await loop.run_in_executor(
+                self._dispatch_executor, self._dispatch_until, limit
+            )
+            for (topic, queue_id), max_offset in arrived.items():
+                for listener in self.arrival_listeners:
+                    listener(topic, queue_id, max_offset)
+            if self.reput_offset < self.dispatch_limit:
+                self._dispatch_wakeup.set()
+
+    def _dispatch_all(self) -> None:
+        limit = self.commit_log.max_offset
+        while self.reput_offset < limit:
+            before = self.reput_offset
+            self._dispatch_until(limit)
+            if self.reput_offset == before:
+                break
+
+    def _dispatch_until(self, limit: int) -> dict[tuple[str, int], int]:
+        """Dispatch records from reput_offset up to `limit` (a batch); queues that grew."""
+        arrived: dict[tuple[str, int], int] = {}
+        for n, record in enumerate(self.commit_log.records(self.reput_offset)):
+            if record.phy_offset + record.total_size > limit or n >= DISPATCH_BATCH:
+                break
+            self.dispatcher.dispatch(record)
+            arrived[(record.topic, record.queue_id)] = record.queue_offset + 1
+            self.reput_offset = record.phy_offset + record.total_size
+        else:
+            # Past the last record of a segment (its blank tail): continue in the next one.
+            self.reput_offset = max(self.reput_offset, min(limit, self.commit_log.max_offset))
+        return arrived
+
+    # -- reads ---------------------------------------------------------------------------------
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        *,
+        tags_codes: frozenset[int] | None = None,
+    ) -> GetResult:
+        """Up to `max_count` whole records from queue offset `offset` (RocketMQ's getMessage)."""
+        queue = self.queues.queues.get((topic, queue_id))
+        if queue is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0)
+        low, high = queue.min_offset, queue.max_offset
+        if high == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, low, high)
+        if offset < low:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, low, low, high)
+        if offset == high:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, low, high)
+        if offset > high:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, low if low == 0 else high, low, high)
+        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, low, high)
+        budget = self.config.max_transfer_bytes_on_message_in_memory
+        scanned = offset
+        while scanned < high and len(result.messages) < max_count:
+            entry = queue.entry(scanned)
+            if entry is None:
+                break
+            if not entry.is_blank and (tags_codes is None or entry.tags_code in tags_codes):
+                view = self._record_view(entry)
+                if view is None:
+                    result.status = GetStatus.MESSAGE_WAS_REMOVING
+                    break
+                if result.messages and result.buffer_total_size + len(view) > budget:
+                    break
+                result.messages.append(view)
+            scanned += 1
+        result.next_begin_offset = scanned
+        if result.messages:
+            result.status = GetStatus.FOUND
+        return result
+
+    def _record_view(self, entry: CQEntry) -> memoryview | None:
+        segment = self.commit_log.files.find(entry.phy_offset)
+        if segment is None:
+            return None
+        start = entry.phy_offset - segment.file_from_offset
+        return segment.buffer[start : start + entry.size]
+
+    def lookup_message_by_offset(self, phy_offset: int) -> MessageRecord | None:
+        return self.commit_log.record_at(phy_offset)
+
+    def query_message(
+        self, topic: str, key: str, max_count: int = 32, begin_ms: int = 0, end_ms: int = 2**63 - 1
+    ) -> list[MessageRecord]:
+        """Messages whose KEYS or UNIQ_KEY is `key`, checked against the real message."""
+        if self.index is None:
+            return []
+        found = []
+        for phy in self.index.query(topic, key, max_count * 4, begin_ms, end_ms):
+            record = self.commit_log.record_at(phy)
+            if record is None or record.topic != topic:
+                continue
+            props = record.properties()
+            keys = props.get(MessageConst.KEYS, "").split()
+            if key in keys or props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key:
+                found.append(record)
+            if len(found) >= max_count:
+                break
+        return found
+
+    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        queue = self.queues.queues.get((topic, queue_id))
+        return queue.min_offset if queue else 0
+
+    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        queue = self.queues.queues.get((topic, queue_id))
+        return queue.max_offset if queue else 0
+
+
+def _wants_wait(message: MessageToStore) -> bool:
+    """The WAIT property: a producer may ask not to wait for the flush (default: wait)."""
+    props = decode_properties(message.properties)
+    return props.get(MessageConst.WAIT_STORE_MSG_OK, "true").lower() != "false"
