@@ -20,7 +20,6 @@ from sidewinder.store.mapped_file_queue import MappedFileQueue
 from sidewinder.store.message_codec import (
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
-    BlankRecord,
     Host,
     MessageRecord,
     MessageToStore,
@@ -28,6 +27,7 @@ from sidewinder.store.message_codec import (
     decode_record,
     encode_blank,
     encode_record,
+    scan_record,
 )
 
 
@@ -184,34 +184,45 @@ class CommitLog:
         queue offset breaks its queue's run (no CRC covers that field). Queue offsets are
         rebuilt from the records walked.
         """
-        self.queue_offsets.clear()
+        self._recovered_offsets: dict[tuple[bytes, int], int] = {}
         end = self.files.min_offset
         for segment in self.files.files:
             position = self._valid_prefix(segment, check_crc)
             end = segment.file_from_offset + position
             if position < segment.size:
                 break
-        self.files.set_positions(end)
+        self.queue_offsets = {
+            (topic.decode(), queue): next_offset
+            for (topic, queue), next_offset in self._recovered_offsets.items()
+        }
+        # Stale records beyond the cut are at most one message apart from each other.
+        self.files.set_positions(end, quiet_window=2 * self.max_message_size)
         return end
 
     def _valid_prefix(self, segment: MappedFile, check_crc: bool) -> int:
         """Bytes of `segment` holding valid records (its size when a blank record ends it)."""
         position = 0
+        view = segment.buffer
+        base = segment.file_from_offset
+        offsets = self._recovered_offsets
         while True:
             try:
-                record = decode_record(segment.buffer, position, check_crc=check_crc)
+                scanned = scan_record(view, position, check_crc=check_crc)
             except RecordError:
                 return position
-            if isinstance(record, BlankRecord):
-                return segment.size
-            if record is None or record.phy_offset != segment.file_from_offset + position:
+            if scanned is None:
                 return position
-            key = (record.topic, record.queue_id)
-            expected = self.queue_offsets.get(key)
-            if expected is not None and record.queue_offset != expected:
+            if isinstance(scanned, int):
+                return segment.size  # the blank tail
+            total, phy, topic, queue_id, queue_offset = scanned
+            if phy != base + position:
                 return position
-            self.queue_offsets[key] = record.queue_offset + 1
-            position += record.total_size
+            key = (topic, queue_id)
+            expected = offsets.get(key)
+            if expected is not None and queue_offset != expected:
+                return position
+            offsets[key] = queue_offset + 1
+            position += total
 
     @property
     def max_offset(self) -> int:

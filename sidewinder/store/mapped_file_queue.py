@@ -10,17 +10,25 @@ from sidewinder.store.mapped_file import MappedFile, StoreFileError
 _ZEROS = bytes(1 << 20)
 
 
-def zero_tail(buffer: memoryview, start: int) -> None:
+def zero_tail(buffer: memoryview, start: int, quiet_window: int | None = None) -> None:
     """Zero `buffer[start:]` where it is not already zero.
 
     After a torn tail is cut, the stale records beyond the cut must not survive: an append of a
-    different size would leave them to be read back as valid by the next recovery. Only non-zero
-    chunks are written, so the untouched (sparse) rest of a segment costs reads only.
+    different size would leave them to be read back as valid by the next recovery. Stale bytes
+    are one contiguous run of records, none longer than the largest message, so once
+    `quiet_window` bytes in a row are zero nothing further can be stale: the scan stops there
+    instead of faulting in the rest of a large sparse segment.
     """
+    quiet = 0
     for chunk_start in range(start, len(buffer), len(_ZEROS)):
         chunk = buffer[chunk_start : chunk_start + len(_ZEROS)]
         if chunk != _ZEROS[: len(chunk)]:
             chunk[:] = _ZEROS[: len(chunk)]
+            quiet = 0
+        else:
+            quiet += len(chunk)
+            if quiet_window is not None and quiet > quiet_window:
+                return
 
 
 class MappedFileQueue:
@@ -90,7 +98,7 @@ class MappedFileQueue:
                 return f.file_from_offset + f.flushed_position
         return self.min_offset
 
-    def set_positions(self, end_offset: int) -> None:
+    def set_positions(self, end_offset: int, *, quiet_window: int | None = None) -> None:
         """After recovery: everything before `end_offset` is written and durable; drop the rest.
 
         Segments starting past it are deleted (as RocketMQ's truncateDirtyFiles does); the one
@@ -105,7 +113,7 @@ class MappedFileQueue:
             position = min(end_offset - f.file_from_offset, self.file_size)
             f.wrote_position = f.flushed_position = position
             if position < self.file_size:
-                zero_tail(f.buffer, position)
+                zero_tail(f.buffer, position, quiet_window)
 
     def flush(self) -> int:
         """fdatasync every segment with unflushed bytes; returns the flushed offset. Blocking."""

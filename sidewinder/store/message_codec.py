@@ -377,3 +377,63 @@ def _decode_message(
     if check_crc and not record.crc_ok():
         raise RecordError(position, f"body CRC {body_crc(body)} != stored {crc}")
     return record
+
+
+_SCAN_HEAD = struct.Struct(">iiiiiqqi")  # TOTALSIZE .. SYSFLAG
+_BORN_TS_AT = _SCAN_HEAD.size  # 44
+
+
+def scan_record(
+    view: memoryview, position: int, *, check_crc: bool
+) -> tuple[int, int, bytes, int, int] | int | None:
+    """Recovery's lean check of the record at `position`, without building a MessageRecord.
+
+    Returns (total size, PHYSICALOFFSET, topic bytes, queue id, queue offset) for a sound
+    message, the blank record's size as an int, None where nothing was written; raises
+    RecordError otherwise (the same rules as decode_record).
+    """
+    limit = len(view)
+    if position + 8 > limit:
+        return None
+    total, magic = _BLANK.unpack_from(view, position)
+    if magic == BLANK_MAGIC:
+        if total < END_FILE_MIN_BLANK_LENGTH or position + total > limit:
+            raise RecordError(position, f"blank record of {total} bytes does not fit")
+        return total
+    if total == 0 and magic == 0:
+        return None
+    if magic not in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2) or total <= 0 or position + total > limit:
+        raise RecordError(position, f"magic code {magic & 0xFFFFFFFF:#010x} size {total}")
+    try:
+        _, _, crc, queue_id, _, queue_offset, phy, sys_flag = _SCAN_HEAD.unpack_from(view, position)
+        at = (
+            position
+            + _BORN_TS_AT
+            + 8
+            + host_length(sys_flag, MessageSysFlag.BORNHOST_V6)
+            + 8
+            + host_length(sys_flag, MessageSysFlag.STOREHOST_V6)
+            + 12
+        )
+        (body_len,) = _I32.unpack_from(view, at)
+        body_at = at + 4
+        topic_at = body_at + body_len
+        if magic == MESSAGE_MAGIC_V2:
+            (topic_len,) = _U16.unpack_from(view, topic_at)
+            topic_at += 2
+        else:
+            topic_len = view[topic_at]
+            topic_at += 1
+        (props_len,) = _U16.unpack_from(view, topic_at + topic_len)
+    except (struct.error, IndexError):
+        raise RecordError(position, "truncated") from None
+    if body_len < 0 or topic_at + topic_len + 2 + props_len != position + total:
+        raise RecordError(position, f"fields do not add up to total size {total}")
+    if (
+        check_crc
+        and zlib.crc32(view[body_at : topic_at - (2 if magic == MESSAGE_MAGIC_V2 else 1)])
+        & 0x7FFFFFFF
+        != crc
+    ):
+        raise RecordError(position, "body CRC mismatch")
+    return total, phy, bytes(view[topic_at : topic_at + topic_len]), queue_id, queue_offset

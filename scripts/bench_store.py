@@ -1,0 +1,219 @@
+"""Store benchmark: Sidewinder's MessageStore beside raw loops measured in the same run.
+
+    .venv/bin/python scripts/bench_store.py [--seconds 5] [--recovery-mib 1024] [--json PATH]
+
+- put, ASYNC_FLUSH: 64 concurrent putters of 1 KiB messages, puts/s and MB/s, against a raw loop
+  that copies the same pre-encoded records into an mmap (the ceiling for an in-process append);
+- put, SYNC_FLUSH: the same with group commit, against raw append + fdatasync per 64 records;
+- reads: get_messages of 32 at a time over what was written (messages/s);
+- recovery: CommitLog.recover (CRC checked) over `--recovery-mib` of 1 KiB records, MB/s.
+
+Ratios are what to read: this machine is noisy, so only figures from the same run compare.
+Everything runs in a temp dir that is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import mmap
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import uvloop
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sidewinder.protocol.message import encode_properties
+from sidewinder.store.commit_log import CommitLog
+from sidewinder.store.config import StoreConfig
+from sidewinder.store.message_codec import Host, MessageToStore, encode_record
+from sidewinder.store.message_store import MessageStore, PutStatus
+
+HOST = Host(b"\x7f\x00\x00\x01", 10911)
+BODY = 1024
+PUTTERS = 64
+SEGMENT = 1 << 30
+
+
+def sample(n: int, queue: int) -> MessageToStore:
+    props = encode_properties({"KEYS": f"k-{n}", "TAGS": "TagA", "UNIQ_KEY": f"{n:032X}"})
+    return MessageToStore(
+        topic=b"Bench",
+        queue_id=queue,
+        body=bytes(BODY),
+        properties=props,
+        born_host=HOST,
+        store_host=HOST,
+    )
+
+
+def encoded_record() -> bytes:
+    message = sample(0, 0)
+    buf = bytearray(message.size())
+    encode_record(message, buf, 0, queue_offset=0, phy_offset=0, store_timestamp=0)
+    return bytes(buf)
+
+
+def raw_append(directory: Path, seconds: float, *, sync_every: int = 0) -> dict[str, float]:
+    """Copy one pre-encoded record into an mmap again and again (fdatasync every N if set)."""
+    record = encoded_record()
+    path = directory / "raw"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    os.ftruncate(fd, SEGMENT)
+    mm = mmap.mmap(fd, SEGMENT)
+    count, position = 0, 0
+    started = time.perf_counter()
+    deadline = started + seconds
+    while time.perf_counter() < deadline and position + len(record) < SEGMENT:
+        mm[position : position + len(record)] = record
+        position += len(record)
+        count += 1
+        if sync_every and count % sync_every == 0:
+            os.fdatasync(fd)
+    elapsed = time.perf_counter() - started
+    mm.close()
+    os.close(fd)
+    path.unlink()
+    return {"ops": count / elapsed, "mb": position / elapsed / 1e6}
+
+
+def config(root: Path, flush: str) -> StoreConfig:
+    return StoreConfig(
+        store_path_root_dir=root,
+        store_path_commit_log=root / "commitlog",
+        mapped_file_size_commit_log=SEGMENT,
+        flush_disk_type=flush,
+        max_hash_slot_num=500_000,
+        max_index_num=2_000_000,
+    )
+
+
+async def store_puts(root: Path, flush: str, seconds: float) -> dict[str, Any]:
+    store = MessageStore(config(root, flush), store_host=HOST)
+    await store.start()
+    messages = [sample(n, n % 8) for n in range(PUTTERS)]
+    done = failed = 0
+    deadline = time.perf_counter() + seconds
+
+    async def putter(message: MessageToStore) -> None:
+        nonlocal done, failed
+        while time.perf_counter() < deadline:
+            result = await store.put_message(message)
+            if result.status is PutStatus.PUT_OK:
+                done += 1
+            else:
+                failed += 1
+
+    started = time.perf_counter()
+    await asyncio.gather(*(putter(m) for m in messages))
+    elapsed = time.perf_counter() - started
+    size = messages[0].size()
+    flushes = store.group_commit.flushes if flush == "SYNC_FLUSH" else store.periodic_flush.flushes
+    reads = await store_reads(store, seconds)
+    await store.shutdown()
+    return {
+        "ops": done / elapsed,
+        "mb": done * size / elapsed / 1e6,
+        "failed": failed,
+        "flushes": flushes,
+        "reads": reads,
+    }
+
+
+async def store_reads(store: MessageStore, seconds: float) -> float:
+    for _ in range(500):  # let dispatch catch up before reading
+        if store.reput_offset >= store.commit_log.max_offset:
+            break
+        await asyncio.sleep(0.01)
+    read = 0
+    started = time.perf_counter()
+    deadline = started + seconds
+    queue, offset = 0, 0
+    while time.perf_counter() < deadline:
+        got = store.get_messages("Bench", queue, offset, 32)
+        read += len(got.messages)
+        offset = got.next_begin_offset
+        if offset >= got.max_offset:
+            queue, offset = (queue + 1) % 8, 0
+    return read / (time.perf_counter() - started)
+
+
+def recovery(root: Path, mib: int) -> dict[str, float]:
+    log = CommitLog(
+        root / "recovery", segment_size=SEGMENT, max_message_size=4 << 20, store_host=HOST
+    )
+    log.load()
+    message = sample(0, 0)
+    target = mib << 20
+    while log.max_offset < target:
+        log.put(message)
+    log.flush()
+    log.close()
+    again = CommitLog(
+        root / "recovery", segment_size=SEGMENT, max_message_size=4 << 20, store_host=HOST
+    )
+    again.load()
+    started = time.perf_counter()
+    end = again.recover(check_crc=True)
+    elapsed = time.perf_counter() - started
+    again.close()
+    return {"mb_per_s": end / elapsed / 1e6, "seconds": elapsed, "bytes": end}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--recovery-mib", type=int, default=256)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="bench-store-"))
+    results: dict[str, Any] = {}
+    try:
+        results["raw_append"] = raw_append(work, args.seconds)
+        results["raw_append_sync"] = raw_append(work, args.seconds, sync_every=PUTTERS)
+        results["async"] = uvloop.run(store_puts(work / "async", "ASYNC_FLUSH", args.seconds))
+        results["sync"] = uvloop.run(store_puts(work / "sync", "SYNC_FLUSH", args.seconds))
+        results["recovery"] = recovery(work, args.recovery_mib)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    a, s, raw, raw_sync = (
+        results["async"],
+        results["sync"],
+        results["raw_append"],
+        results["raw_append_sync"],
+    )
+    print(f"store benchmark: 1 KiB bodies, {PUTTERS} concurrent putters, {args.seconds:g} s each")
+    print("| measure | Sidewinder | raw loop | ratio |\n|---|---|---|---|")
+    print(
+        f"| ASYNC_FLUSH puts/s | {a['ops']:,.0f} ({a['mb']:.1f} MB/s) | "
+        f"{raw['ops']:,.0f} ({raw['mb']:.1f} MB/s) | {a['ops'] / raw['ops']:.1%} |"
+    )
+    print(
+        f"| SYNC_FLUSH puts/s | {s['ops']:,.0f} ({s['mb']:.1f} MB/s, {s['flushes']} fdatasyncs) "
+        f"| {raw_sync['ops']:,.0f} ({raw_sync['mb']:.1f} MB/s) "
+        f"| {s['ops'] / raw_sync['ops']:.1%} |"
+    )
+    print(f"| reads/s (get_messages, 32 a call) | {a['reads']:,.0f} | | |")
+    r = results["recovery"]
+    print(
+        f"| recovery of {r['bytes'] / 2**20:,.0f} MiB | {r['mb_per_s']:,.0f} MB/s "
+        f"({r['seconds']:.2f} s) | target 500 MB/s | {r['mb_per_s'] / 500:.1%} |"
+    )
+    if a["failed"] or s["failed"]:
+        print(f"failed puts: async {a['failed']}, sync {s['failed']}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
