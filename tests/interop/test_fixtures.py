@@ -173,8 +173,14 @@ def test_wire_capture_decodes_into_whole_frames(wire_fixture: Path, capture: str
     codes = request_codes(frames)
     assert EXPECTED_CODES[capture] <= codes, f"missing {EXPECTED_CODES[capture] - codes}"
     assert manifest(wire_fixture)["captures"][capture]["request_codes"] == sorted(codes)
-    never_answered = codes_never_answered(frames)
+    never_answered = codes_never_answered(frames) - SENT_WHILE_CLOSING
     assert not never_answered, f"request codes with no response at all: {never_answered}"
+
+
+# Clients send these as they shut down and may close the socket before the reply arrives
+# (rocketmq-client-go does for UPDATE_CONSUMER_OFFSET when a run is shorter than its 5 s
+# persist interval), so an unanswered one says nothing about the server.
+SENT_WHILE_CLOSING = {15, 35}
 
 
 def codes_never_answered(frames: list[CapturedFrame]) -> set[int]:
