@@ -20,8 +20,11 @@ from sidewinder.store.mapped_file_queue import MappedFileQueue
 from sidewinder.store.message_codec import (
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
+    MAX_TOPIC_LENGTH_V1,
+    TRANSACTION_TYPE_MASK,
     Host,
     MessageRecord,
+    MessageSysFlag,
     MessageToStore,
     RecordError,
     decode_record,
@@ -88,38 +91,73 @@ class CommitLog:
                     f"batch of {total} bytes is larger than maxMessageSize {self.max_message_size}"
                 ),
             )
+        if total + END_FILE_MIN_BLANK_LENGTH > self.files.file_size:
+            return AppendResult(
+                AppendStatus.MESSAGE_ILLEGAL,
+                remark=(
+                    f"batch of {total} bytes cannot fit a mappedFileSizeCommitLog "
+                    f"{self.files.file_size} segment"
+                ),
+            )
         stamp = int(time.time() * 1000) if now_ms is None else now_ms
         target = self._file_with_room(total)
-        first_queue_offset = queue_offset = self.queue_offsets.get(key, 0)
-        position = target.wrote_position
+        queue_offset = self.queue_offsets.get(key, 0)
+        start = position = target.wrote_position
         first_phy = target.file_from_offset + position
         msg_ids = []
-        for message, size in zip(messages, sizes, strict=True):
-            phy = target.file_from_offset + position
-            encode_record(
-                message,
-                target.buffer,
-                position,
-                queue_offset=queue_offset,
-                phy_offset=phy,
-                store_timestamp=stamp,
-            )
-            msg_ids.append(encode_offset_msg_id(self.store_host.address, self.store_host.port, phy))
-            position += size
-            queue_offset += 1
+        written_offsets = []
+        try:
+            for message, size in zip(messages, sizes, strict=True):
+                phy = target.file_from_offset + position
+                # Half and rolled-back transaction messages take no queue offset (doAppend).
+                counted = message.sys_flag & TRANSACTION_TYPE_MASK not in (
+                    MessageSysFlag.TRANSACTION_PREPARED,
+                    MessageSysFlag.TRANSACTION_ROLLBACK,
+                )
+                encode_record(
+                    message,
+                    target.buffer,
+                    position,
+                    queue_offset=queue_offset if counted else 0,
+                    phy_offset=phy,
+                    store_timestamp=stamp,
+                )
+                msg_ids.append(
+                    encode_offset_msg_id(self.store_host.address, self.store_host.port, phy)
+                )
+                written_offsets.append(queue_offset if counted else 0)
+                position += size
+                queue_offset += 1 if counted else 0
+        except BaseException:
+            # Never leave whole-looking records past the end: recovery would take them back.
+            target.buffer[start:position] = bytes(position - start)
+            raise
         target.wrote_position = position
         self.queue_offsets[key] = queue_offset
         return AppendResult(
             AppendStatus.PUT_OK,
             first_phy,
             total,
-            first_queue_offset,
+            written_offsets[0],  # a half message reports 0, as RocketMQ does
             len(messages),
             stamp,
             tuple(msg_ids),
         )
 
     def _illegal(self, message: MessageToStore) -> str:
+        if len(message.topic) > MAX_TOPIC_LENGTH_V1:
+            # 4.9 refuses these, and its recovery stops at the 5.x record format they need.
+            return f"topic of {len(message.topic)} bytes is longer than {MAX_TOPIC_LENGTH_V1}"
+        for name, value, bits in (
+            ("queueId", message.queue_id, 32),
+            ("flag", message.flag, 32),
+            ("sysFlag", message.sys_flag, 32),
+            ("reconsumeTimes", message.reconsume_times, 32),
+            ("bornTimestamp", message.born_timestamp, 64),
+            ("preparedTransactionOffset", message.prepared_transaction_offset, 64),
+        ):
+            if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+                return f"{name} {value} does not fit a signed {bits}-bit field"
         # RocketMQ checks the properties' length first (PROPERTIES_SIZE_EXCEEDED).
         if len(message.properties) > MAX_PROPERTIES_LENGTH:
             return f"properties of {len(message.properties)} bytes exceed {MAX_PROPERTIES_LENGTH}"
@@ -151,11 +189,14 @@ class CommitLog:
         segment = self.files.find(phy_offset)
         if segment is None or phy_offset >= segment.end_offset:
             return None
-        record = decode_record(
-            segment.buffer[: segment.wrote_position],
-            phy_offset - segment.file_from_offset,
-            check_crc=check_crc,
-        )
+        try:
+            record = decode_record(
+                segment.buffer[: segment.wrote_position],
+                phy_offset - segment.file_from_offset,
+                check_crc=check_crc,
+            )
+        except RecordError:
+            return None  # not a record start (a stale index entry, a wrong offset)
         return record if isinstance(record, MessageRecord) else None
 
     def records(self, from_offset: int = 0) -> Iterator[MessageRecord]:
@@ -197,6 +238,9 @@ class CommitLog:
         }
         # Stale records beyond the cut are at most one message apart from each other.
         self.files.set_positions(end, quiet_window=2 * self.max_message_size)
+        # What was found may sit only in the page cache (a process crash keeps it there); it
+        # now counts as durable, so make it so, zeroed cut tails included.
+        self.files.sync_all()
         return end
 
     def _valid_prefix(self, segment: MappedFile, check_crc: bool) -> int:
@@ -214,15 +258,22 @@ class CommitLog:
                 return position
             if isinstance(scanned, int):
                 return segment.size  # the blank tail
-            total, phy, topic, queue_id, queue_offset = scanned
+            total, phy, topic, queue_id, queue_offset, sys_flag = scanned
             if phy != base + position:
                 return position
+            position += total
+            if sys_flag & TRANSACTION_TYPE_MASK in (
+                MessageSysFlag.TRANSACTION_PREPARED,
+                MessageSysFlag.TRANSACTION_ROLLBACK,
+            ):
+                continue  # takes no queue offset
             key = (topic, queue_id)
             expected = offsets.get(key)
-            if expected is not None and queue_offset != expected:
-                return position
+            # A queue restarts at 0 when its topic is deleted and created again (4.9's
+            # cleanUnusedTopic); any other break means this record's header is damaged.
+            if expected is not None and queue_offset not in (expected, 0):
+                return position - total
             offsets[key] = queue_offset + 1
-            position += total
 
     @property
     def max_offset(self) -> int:

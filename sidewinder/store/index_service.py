@@ -26,6 +26,24 @@ class IndexService:
         for path in sorted(p for p in self.directory.iterdir() if p.name.isdigit()):
             self.files.append(IndexFile(path, self.hash_slot_num, self.max_index_num))
 
+    def drop_files_past(self, commitlog_end: int) -> bool:
+        """Delete index files holding entries at or past the CommitLog's end (after a cut).
+
+        Their keys point at records that are gone, and their end offset would make new
+        messages at those offsets look indexed already. Returns whether any was dropped.
+        """
+        dropped = False
+        while (
+            self.files
+            and self.files[-1].index_count > 1
+            and self.files[-1].end_phy_offset >= commitlog_end
+        ):
+            last = self.files.pop()
+            last.close()
+            last.path.unlink(missing_ok=True)
+            dropped = True
+        return dropped
+
     @property
     def end_phy_offset(self) -> int:
         return self.files[-1].end_phy_offset if self.files else 0

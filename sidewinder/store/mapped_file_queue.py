@@ -93,10 +93,15 @@ class MappedFileQueue:
 
     @property
     def flushed_offset(self) -> int:
-        for f in reversed(self.files):
-            if f.flushed_position:
+        """End of the durable prefix: the first segment not wholly flushed ends it.
+
+        (Appends race with a flush walking the segments: a later segment may be synced while an
+        earlier one's tail, written meanwhile, is not. Only the contiguous prefix is durable.)
+        """
+        for f in self.files:
+            if f.flushed_position < f.size:
                 return f.file_from_offset + f.flushed_position
-        return self.min_offset
+        return self.max_offset
 
     def set_positions(self, end_offset: int, *, quiet_window: int | None = None) -> None:
         """After recovery: everything before `end_offset` is written and durable; drop the rest.
@@ -121,6 +126,11 @@ class MappedFileQueue:
             if f.wrote_position > f.flushed_position:
                 f.flush()
         return self.flushed_offset
+
+    def sync_all(self) -> None:
+        """fdatasync every segment, whatever its positions say (after recovery). Blocking."""
+        for f in self.files:
+            f.sync()
 
     def close(self) -> None:
         for f in self.files:

@@ -385,10 +385,10 @@ _BORN_TS_AT = _SCAN_HEAD.size  # 44
 
 def scan_record(
     view: memoryview, position: int, *, check_crc: bool
-) -> tuple[int, int, bytes, int, int] | int | None:
+) -> tuple[int, int, bytes, int, int, int] | int | None:
     """Recovery's lean check of the record at `position`, without building a MessageRecord.
 
-    Returns (total size, PHYSICALOFFSET, topic bytes, queue id, queue offset) for a sound
+    Returns (total size, PHYSICALOFFSET, topic bytes, queue id, queue offset, sysflag) for a sound
     message, the blank record's size as an int, None where nothing was written; raises
     RecordError otherwise (the same rules as decode_record).
     """
@@ -436,4 +436,11 @@ def scan_record(
         != crc
     ):
         raise RecordError(position, "body CRC mismatch")
-    return total, phy, bytes(view[topic_at : topic_at + topic_len]), queue_id, queue_offset
+    return (
+        total,
+        phy,
+        bytes(view[topic_at : topic_at + topic_len]),
+        queue_id,
+        queue_offset,
+        sys_flag,
+    )

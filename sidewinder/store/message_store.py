@@ -22,11 +22,11 @@ from enum import Enum
 
 import structlog
 
-from sidewinder.protocol.message import MessageConst, decode_properties
+from sidewinder.protocol.message import KEY_SEPARATOR, MessageConst, decode_properties
 from sidewinder.store.checkpoint import StoreCheckpoint
 from sidewinder.store.commit_log import AppendResult, AppendStatus, CommitLog
 from sidewinder.store.config import FlushDiskType, StoreConfig
-from sidewinder.store.consume_queue import CQEntry
+from sidewinder.store.consume_queue import CQ_ENTRY_SIZE, CQEntry
 from sidewinder.store.dispatch import ConsumeQueueTable, Dispatcher, parse_delay_levels
 from sidewinder.store.flush import FlushError, GroupCommit, PeriodicFlush
 from sidewinder.store.index_service import IndexService
@@ -125,6 +125,7 @@ class MessageStore:
         self.arrival_listeners: list[ArrivalListener] = []
         self.running = False
         self.crashed_last_time = False
+        self.dispatch_error: BaseException | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -133,6 +134,12 @@ class MessageStore:
         try:
             await loop.run_in_executor(self._dispatch_executor, self._load_and_recover)
         except BaseException:
+            self.commit_log.close()
+            self.queues.close()
+            if self.index is not None:
+                self.index.close()
+            self._flush_executor.shutdown()
+            self._dispatch_executor.shutdown()
             self.markers.release()
             raise
         self.group_commit.flushed_offset = self.commit_log.max_offset
@@ -154,6 +161,8 @@ class MessageStore:
             queue.truncate_dirty(end)
         if self.index is not None:
             self.index.load()
+            if self.index.drop_files_past(end):
+                self.crashed_last_time = True  # re-dispatch rebuilds what was dropped
         if self.crashed_last_time:
             # Queue files are flushed on their own schedule: after a crash, dispatch the whole
             # log again (idempotent) rather than trust their tails.
@@ -243,6 +252,8 @@ class MessageStore:
         error = self.group_commit.error or self.periodic_flush.error
         if error is not None:
             return f"the store is read-only after a disk error: {error}"
+        if self.dispatch_error is not None:
+            return f"the store stopped dispatching: {self.dispatch_error}"
         return ""
 
     def _flush_commit_log(self) -> int:
@@ -267,9 +278,15 @@ class MessageStore:
             limit = self.dispatch_limit
             if limit <= self.reput_offset:
                 continue
-            arrived = await loop.run_in_executor(
-                self._dispatch_executor, self._dispatch_until, limit
-            )
+            try:
+                arrived = await loop.run_in_executor(
+                    self._dispatch_executor, self._dispatch_until, limit
+                )
+            except Exception as exc:
+                # A record the queues cannot take is our bug; stop taking puts, loudly.
+                self.dispatch_error = exc
+                log.error("store.dispatch_failed", reput_offset=self.reput_offset, error=repr(exc))
+                return
             for (topic, queue_id), max_offset in arrived.items():
                 for listener in self.arrival_listeners:
                     listener(topic, queue_id, max_offset)
@@ -323,8 +340,17 @@ class MessageStore:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, low if low == 0 else high, low, high)
         result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, low, high)
         budget = self.config.max_transfer_bytes_on_message_in_memory
+        max_count = min(max_count, self.config.max_transfer_count_on_message_in_memory)
+        # RocketMQ scans at most max(16000 bytes, maxMsgNums entries) of the queue per call, and
+        # never past the end of the queue file holding `offset`.
+        per_file = queue.files.file_size // CQ_ENTRY_SIZE
+        stop = min(
+            high,
+            offset + max(16000 // CQ_ENTRY_SIZE, max_count),
+            (offset // per_file + 1) * per_file,
+        )
         scanned = offset
-        while scanned < high and len(result.messages) < max_count:
+        while scanned < stop and len(result.messages) < max_count:
             entry = queue.entry(scanned)
             if entry is None:
                 break
@@ -364,7 +390,7 @@ class MessageStore:
             if record is None or record.topic != topic:
                 continue
             props = record.properties()
-            keys = props.get(MessageConst.KEYS, "").split()
+            keys = props.get(MessageConst.KEYS, "").split(KEY_SEPARATOR)
             if key in keys or props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key:
                 found.append(record)
             if len(found) >= max_count:
