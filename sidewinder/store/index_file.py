@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 from sidewinder.protocol.message import java_string_hash
@@ -175,9 +175,7 @@ class IndexFile:
         return True
 
     def _write_header(self) -> None:
-        INDEX_HEADER.pack_into(
-            self.file.buffer,
-            0,
+        header = IndexHeader(
             self.begin_timestamp,
             self.end_timestamp,
             self.begin_phy_offset,
@@ -185,14 +183,8 @@ class IndexFile:
             self.hash_slot_count,
             self.index_count,
         )
-        self.view.header = IndexHeader(
-            self.begin_timestamp,
-            self.end_timestamp,
-            self.begin_phy_offset,
-            self.end_phy_offset,
-            self.hash_slot_count,
-            self.index_count,
-        )
+        INDEX_HEADER.pack_into(self.file.buffer, 0, *astuple(header))
+        self.view.header = header
 
     def flush(self) -> None:
         """Blocking: run in an executor."""

@@ -293,6 +293,26 @@ def _unpack_host(view: memoryview, pos: int, v6: bool) -> tuple[Host, int]:
     return Host(address, port), pos + layout.size
 
 
+def _frame(view: memoryview, position: int) -> tuple[int, int] | int | None:
+    """The checks every reader makes first: (total size, magic) of a message that fits, the
+    blank tail's size as an int, or None where nothing was written; RecordError otherwise."""
+    limit = len(view)
+    if position + 8 > limit:
+        return None
+    total, magic = _BLANK.unpack_from(view, position)
+    if magic == BLANK_MAGIC:
+        if total < END_FILE_MIN_BLANK_LENGTH or position + total > limit:
+            raise RecordError(position, f"blank record of {total} bytes does not fit")
+        return total
+    if total == 0 and magic == 0:
+        return None
+    if magic not in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2):
+        raise RecordError(position, f"magic code {magic & 0xFFFFFFFF:#010x}")
+    if total <= 0 or position + total > limit:
+        raise RecordError(position, f"total size {total} runs past the {limit}-byte buffer")
+    return total, magic
+
+
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 
@@ -304,20 +324,12 @@ def decode_record(
     Raises RecordError for bytes that are neither (a torn or corrupt record), naming the field.
     """
     view = memoryview(buffer)
-    limit = len(view)
-    if position + 8 > limit:
+    framed = _frame(view, position)
+    if framed is None:
         return None
-    total_size, magic = _BLANK.unpack_from(view, position)
-    if magic == BLANK_MAGIC:
-        if total_size < END_FILE_MIN_BLANK_LENGTH or position + total_size > limit:
-            raise RecordError(position, f"blank record of {total_size} bytes does not fit")
-        return BlankRecord(total_size)
-    if total_size == 0 and magic == 0:
-        return None
-    if magic not in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2):
-        raise RecordError(position, f"magic code {magic & 0xFFFFFFFF:#010x}")
-    if total_size <= 0 or position + total_size > limit:
-        raise RecordError(position, f"total size {total_size} runs past the {limit}-byte buffer")
+    if isinstance(framed, int):
+        return BlankRecord(framed)
+    total_size, magic = framed
     try:
         return _decode_message(view, position, total_size, magic, check_crc)
     except struct.error as exc:
@@ -392,18 +404,10 @@ def scan_record(
     message, the blank record's size as an int, None where nothing was written; raises
     RecordError otherwise (the same rules as decode_record).
     """
-    limit = len(view)
-    if position + 8 > limit:
-        return None
-    total, magic = _BLANK.unpack_from(view, position)
-    if magic == BLANK_MAGIC:
-        if total < END_FILE_MIN_BLANK_LENGTH or position + total > limit:
-            raise RecordError(position, f"blank record of {total} bytes does not fit")
-        return total
-    if total == 0 and magic == 0:
-        return None
-    if magic not in (MESSAGE_MAGIC, MESSAGE_MAGIC_V2) or total <= 0 or position + total > limit:
-        raise RecordError(position, f"magic code {magic & 0xFFFFFFFF:#010x} size {total}")
+    framed = _frame(view, position)
+    if framed is None or isinstance(framed, int):
+        return framed
+    total, magic = framed
     try:
         _, _, crc, queue_id, _, queue_offset, phy, sys_flag = _SCAN_HEAD.unpack_from(view, position)
         at = (
