@@ -55,7 +55,9 @@ def iter_entries(
 
 def read_queue(queue_dir: Path) -> Iterator[CQEntry]:
     """Every written entry of one queue, across its files in order, blanks included."""
-    for path in sorted(queue_dir.iterdir(), key=lambda p: int(p.name)):
+    # Only segment names: a `.creating` file is a segment a crash interrupted being made.
+    segments = (p for p in queue_dir.iterdir() if p.name.isdigit())
+    for path in sorted(segments, key=lambda p: int(p.name)):
         start = int(path.name)
         if start % CQ_ENTRY_SIZE:
             raise ValueError(f"{path}: file offset {start} is not a multiple of {CQ_ENTRY_SIZE}")

@@ -25,14 +25,13 @@ class MappedFile:
         if not path.name.isdigit():
             raise StoreFileError(f"{path}: a store file is named by its 20-digit offset")
         self.file_from_offset = int(path.name)
-        existed = path.exists()
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if not path.exists():
+            _create_sized(path, size)
+        self._fd = os.open(path, os.O_RDWR)
         try:
             actual = os.fstat(self._fd).st_size
-            if existed and actual != size:
+            if actual != size:
                 raise StoreFileError(f"{path} is {actual} bytes; the configured size is {size}")
-            if not existed:
-                os.ftruncate(self._fd, size)
             self._map = mmap.mmap(self._fd, size, access=mmap.ACCESS_WRITE)
         except BaseException:
             os.close(self._fd)
@@ -87,3 +86,15 @@ class MappedFile:
 
     def __repr__(self) -> str:
         return f"MappedFile({self.path.name}, wrote={self.wrote_position}/{self.size})"
+
+
+def _create_sized(path: Path, size: int) -> None:
+    """Create a store file at its full size atomically: a crash between creating and sizing
+    it must not leave a short file under the real name (loaders skip the temporary name)."""
+    creating = path.with_name(path.name + ".creating")
+    fd = os.open(creating, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.ftruncate(fd, size)
+    finally:
+        os.close(fd)
+    os.rename(creating, path)

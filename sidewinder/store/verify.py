@@ -220,7 +220,7 @@ def _verify_index(
     if not index_dir.is_dir():
         return
     expected_size = index_file_size(config.max_hash_slot_num, config.max_index_num)
-    for path in sorted(index_dir.iterdir()):
+    for path in sorted(p for p in index_dir.iterdir() if p.name.isdigit()):
         if path.stat().st_size != expected_size:
             raise StoreProblem(
                 path,

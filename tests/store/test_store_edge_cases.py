@@ -7,6 +7,7 @@ from pathlib import Path
 
 from sidewinder.protocol.message import encode_properties, tags_code
 from sidewinder.store.commit_log import AppendStatus, CommitLog
+from sidewinder.store.consume_queue import read_queue
 from sidewinder.store.mapped_file_queue import MappedFileQueue
 from sidewinder.store.message_codec import Host, MessageSysFlag, MessageToStore
 from sidewinder.store.message_store import GetStatus, MessageStore, PutStatus
@@ -145,3 +146,25 @@ def test_get_messages_caps_its_scan_and_count_as_rocketmq_does(tmp_path: Path) -
         await store.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_a_segment_whose_creation_was_interrupted_is_ignored(tmp_path: Path) -> None:
+    log = CommitLog(
+        tmp_path / "commitlog", segment_size=4096, max_message_size=1024, store_host=HOST
+    )
+    log.load()
+    log.put(msg())
+    end = log.max_offset
+    log.close()
+    # A crash between creating the next file and sizing it leaves only the temporary name.
+    (tmp_path / "commitlog" / f"{4096:020d}.creating").write_bytes(b"")
+    (tmp_path / "consumequeue" / "T" / "0").mkdir(parents=True)
+    (tmp_path / "consumequeue" / "T" / "0" / f"{0:020d}.creating").write_bytes(b"")
+    again = CommitLog(
+        tmp_path / "commitlog", segment_size=4096, max_message_size=1024, store_host=HOST
+    )
+    again.load()
+    assert again.recover() == end
+    assert again.put(msg()).status is AppendStatus.PUT_OK
+    again.close()
+    assert list(read_queue(tmp_path / "consumequeue" / "T" / "0")) == []
