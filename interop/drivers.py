@@ -15,7 +15,6 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -272,15 +271,6 @@ def start_driver(client: str, action: str, **kw: Any) -> DriverProcess:
 
 def run_driver(client: str, action: str, **kw: Any) -> DriverRun:
     return DriverProcess(client, action, **kw).wait()
-
-
-def message_ids(events: Iterable[dict[str, Any]], key: str = "keys") -> list[str]:
-    return [str(e.get(key)) for e in events]
-
-
-def digests_by_key(events: Sequence[dict[str, Any]]) -> dict[str, str]:
-    """keys -> bodyMd5, for comparing what was sent with what was received."""
-    return {str(e["keys"]): str(e["bodyMd5"]) for e in events}
 
 
 def produce_messages(

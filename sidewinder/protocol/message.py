@@ -56,6 +56,21 @@ def decode_properties(data: bytes | bytearray | memoryview) -> dict[str, str]:
     return properties
 
 
+def property_value(data: bytes | bytearray | memoryview, name: str) -> str | None:
+    """One property's value without decoding the rest (hot paths ask for one key)."""
+    raw = bytes(data)
+    needle = name.encode() + b"\x01"
+    start = 0
+    while (at := raw.find(needle, start)) != -1:
+        if at == 0 or raw[at - 1] == 2:  # a whole name, not the tail of another
+            end = raw.find(b"\x02", at)
+            return raw[at + len(needle) : end if end != -1 else len(raw)].decode(
+                errors="surrogateescape"
+            )
+        start = at + 1
+    return None
+
+
 def java_string_hash(text: str) -> int:
     """Java's `String.hashCode()`: 31-polynomial over UTF-16 code units, as a signed int32."""
     units = text.encode("utf-16-be", errors="surrogatepass")

@@ -22,7 +22,7 @@ from enum import Enum
 
 import structlog
 
-from sidewinder.protocol.message import KEY_SEPARATOR, MessageConst, decode_properties
+from sidewinder.protocol.message import KEY_SEPARATOR, MessageConst, property_value
 from sidewinder.store.checkpoint import StoreCheckpoint
 from sidewinder.store.commit_log import AppendResult, AppendStatus, CommitLog
 from sidewinder.store.config import FlushDiskType, StoreConfig
@@ -350,6 +350,7 @@ class MessageStore:
             (offset // per_file + 1) * per_file,
         )
         scanned = offset
+        total = 0
         while scanned < stop and len(result.messages) < max_count:
             entry = queue.entry(scanned)
             if entry is None:
@@ -359,9 +360,10 @@ class MessageStore:
                 if view is None:
                     result.status = GetStatus.MESSAGE_WAS_REMOVING
                     break
-                if result.messages and result.buffer_total_size + len(view) > budget:
+                if result.messages and total + len(view) > budget:
                     break
                 result.messages.append(view)
+                total += len(view)
             scanned += 1
         result.next_begin_offset = scanned
         if result.messages:
@@ -408,5 +410,5 @@ class MessageStore:
 
 def _wants_wait(message: MessageToStore) -> bool:
     """The WAIT property: a producer may ask not to wait for the flush (default: wait)."""
-    props = decode_properties(message.properties)
-    return props.get(MessageConst.WAIT_STORE_MSG_OK, "true").lower() != "false"
+    wait = property_value(message.properties, MessageConst.WAIT_STORE_MSG_OK)
+    return wait is None or wait.lower() != "false"

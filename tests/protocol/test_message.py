@@ -87,3 +87,10 @@ def test_offset_msg_id_round_trip(host: bytes, port: int, offset: int) -> None:
 def test_bad_offset_msg_id_is_a_clear_error(bad: str) -> None:
     with pytest.raises(ValueError, match="msgId"):
         decode_offset_msg_id(bad)
+
+
+@given(st.dictionaries(names, values, max_size=10), names)
+def test_one_property_reads_as_the_whole_decode_does(props: dict[str, str], name: str) -> None:
+    from sidewinder.protocol.message import property_value
+
+    assert property_value(encode_properties(props), name) == props.get(name)

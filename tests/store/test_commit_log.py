@@ -10,12 +10,10 @@ from hypothesis import strategies as st
 
 from sidewinder.protocol.message import encode_properties
 from sidewinder.store.commit_log import AppendStatus, CommitLog
-from sidewinder.store.message_codec import MessageToStore, record_size
+from sidewinder.store.message_codec import Host, MessageToStore, record_size
 from sidewinder.store.verify import iter_records
 
-HOST = __import__("sidewinder.store.message_codec", fromlist=["Host"]).Host(
-    b"\x7f\x00\x00\x01", 10911
-)
+HOST = Host(b"\x7f\x00\x00\x01", 10911)
 SEGMENT = 16 * 1024
 MAX_MESSAGE = 4 * 1024
 
