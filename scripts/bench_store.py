@@ -129,7 +129,7 @@ async def store_puts(root: Path, flush: str, seconds: float) -> dict[str, Any]:
 
 async def store_reads(store: MessageStore, seconds: float) -> float:
     for _ in range(500):  # let dispatch catch up before reading
-        if store.reput_offset >= store.commit_log.max_offset:
+        if store.reput.offset >= store.commit_log.max_offset:
             break
         await asyncio.sleep(0.01)
     read = 0

@@ -63,6 +63,7 @@ class CommitLog:
         self.store_host = store_host
         # The next queue offset of every (topic, queue): RocketMQ's topicQueueTable.
         self.queue_offsets: dict[QueueKey, int] = {}
+        self.last_store_timestamp = 0
 
     # -- writing --------------------------------------------------------------------------------
     def put(self, message: MessageToStore, now_ms: int | None = None) -> AppendResult:
@@ -134,6 +135,8 @@ class CommitLog:
             raise
         target.wrote_position = position
         self.queue_offsets[key] = queue_offset
+        # After wrote_position: a flush that reads this stamp first covers every record up to it.
+        self.last_store_timestamp = stamp
         return AppendResult(
             AppendStatus.PUT_OK,
             first_phy,
@@ -217,17 +220,23 @@ class CommitLog:
     def load(self) -> None:
         self.files.load()
 
-    def recover(self, *, check_crc: bool = True) -> int:
+    def recover(self, from_offset: int | None = None, *, check_crc: bool = True) -> int:
         """Find the end of the valid records, truncate what follows; returns the end offset.
 
-        Walks every segment from the first. The log ends at the first record that does not
+        Walks the segments from the one holding `from_offset` (a segment start; default the
+        first); those before it are taken as whole. The log ends at the first record that does not
         decode (a torn or corrupt tail), whose PHYSICALOFFSET is not where it lies, or whose
         queue offset breaks its queue's run (no CRC covers that field). Queue offsets are
-        rebuilt from the records walked.
+        rebuilt from the records walked (the store replaces them with its ConsumeQueues' ends
+        when it walked only a part).
         """
         self._recovered_offsets: dict[tuple[bytes, int], int] = {}
+        start = self.files.min_offset if from_offset is None else from_offset
         end = self.files.min_offset
         for segment in self.files.files:
+            if segment.file_from_offset + segment.size <= start:
+                end = segment.file_from_offset + segment.size
+                continue
             position = self._valid_prefix(segment, check_crc)
             end = segment.file_from_offset + position
             if position < segment.size:
@@ -274,6 +283,14 @@ class CommitLog:
             if expected is not None and queue_offset not in (expected, 0):
                 return position - total
             offsets[key] = queue_offset + 1
+
+    def first_store_timestamp(self, segment: MappedFile) -> int:
+        """STORETIMESTAMP of a segment's first message; 0 when it holds none."""
+        try:
+            record = decode_record(segment.buffer, 0)
+        except RecordError:
+            return 0
+        return record.store_timestamp if isinstance(record, MessageRecord) else 0
 
     @property
     def max_offset(self) -> int:

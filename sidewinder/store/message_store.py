@@ -31,11 +31,11 @@ from sidewinder.store.dispatch import ConsumeQueueTable, Dispatcher, parse_delay
 from sidewinder.store.flush import FlushError, GroupCommit, PeriodicFlush
 from sidewinder.store.index_service import IndexService
 from sidewinder.store.message_codec import Host, MessageRecord, MessageToStore
+from sidewinder.store.recovery import RecoveryReport, recover
+from sidewinder.store.reput import Reput
 from sidewinder.store.run_markers import RunMarkers
 
 log = structlog.get_logger(__name__)
-
-DISPATCH_BATCH = 4096
 
 
 class PutStatus(Enum):
@@ -80,8 +80,15 @@ ArrivalListener = Callable[[str, int, int], None]  # topic, queue id, new max qu
 
 
 class MessageStore:
-    def __init__(self, config: StoreConfig, *, store_host: Host) -> None:
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        store_host: Host,
+        clock: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
         self.config = config
+        self.clock = clock  # milliseconds: every record's STORETIMESTAMP
         root = config.store_path_root_dir
         self.markers = RunMarkers(root)
         self.commit_log = CommitLog(
@@ -120,7 +127,17 @@ class MessageStore:
             least_pages=config.flush_commit_log_least_pages,
             thorough_interval_ms=config.flush_commit_log_thorough_interval,
         )
-        self.reput_offset = 0
+        self.reput = Reput(self.commit_log, self.dispatcher)
+        self._queues_flushed_at = 0  # Reput.dispatched when the queues were last flushed
+        self.queue_flush = PeriodicFlush(
+            self._flush_queues,
+            self._undurable_queue_bytes,
+            self._dispatch_executor,
+            interval_ms=config.flush_interval_consume_queue,
+            least_pages=config.flush_consume_queue_least_pages,
+            thorough_interval_ms=config.flush_consume_queue_thorough_interval,
+        )
+        self.recovery: RecoveryReport | None = None
         self._dispatch_task: asyncio.Task[None] | None = None
         self.arrival_listeners: list[ArrivalListener] = []
         self.running = False
@@ -147,38 +164,22 @@ class MessageStore:
             self.group_commit.start()
         else:
             self.periodic_flush.start()
+        self.queue_flush.start()
         self._dispatch_task = loop.create_task(self._dispatch_loop(), name="store-dispatch")
         self.running = True
         self._dispatch_wakeup.set()
 
     def _load_and_recover(self) -> None:
-        started = time.monotonic()
         self.checkpoint = StoreCheckpoint.open(self.checkpoint.path)
-        self.commit_log.load()
-        end = self.commit_log.recover(check_crc=self.config.check_crc_on_recover)
-        self.queues.load()
-        for queue in self.queues.queues.values():
-            queue.truncate_dirty(end)
-        if self.index is not None:
-            self.index.load()
-            if self.index.drop_files_past(end):
-                self.crashed_last_time = True  # re-dispatch rebuilds what was dropped
-        if self.crashed_last_time:
-            # Queue files are flushed on their own schedule: after a crash, dispatch the whole
-            # log again (idempotent) rather than trust their tails.
-            self.reput_offset = self.commit_log.files.min_offset
-        else:
-            self.reput_offset = max(
-                (q.max_phy_offset for q in self.queues.queues.values()),
-                default=self.commit_log.files.min_offset,
-            )
-        log.info(
-            "store.recovered",
-            commitlog_end=end,
-            reput_from=self.reput_offset,
-            queues=len(self.queues.queues),
+        self.recovery = recover(
+            self.commit_log,
+            self.queues,
+            self.index,
+            self.reput,
+            self.checkpoint,
             crashed=self.crashed_last_time,
-            took_ms=round((time.monotonic() - started) * 1000),
+            check_crc=self.config.check_crc_on_recover,
+            index_safe=self.config.message_index_enable and self.config.message_index_safe,
         )
 
     async def shutdown(self) -> None:
@@ -190,27 +191,22 @@ class MessageStore:
             await asyncio.gather(self._dispatch_task, return_exceptions=True)
         await self.group_commit.stop()
         await self.periodic_flush.stop()
+        await self.queue_flush.stop()
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._dispatch_executor, self._dispatch_all)
+        await loop.run_in_executor(self._dispatch_executor, self.reput.dispatch_all)
         await loop.run_in_executor(self._flush_executor, self._close_files)
         self._flush_executor.shutdown()
         self._dispatch_executor.shutdown()
         self.markers.release()
 
     def _close_files(self) -> None:
-        now = int(time.time() * 1000)
-        self.commit_log.flush()
-        self.queues.flush()
-        if self.index is not None:
-            self.index.flush()
-        self.checkpoint.physic_msg_timestamp = self.checkpoint.logics_msg_timestamp = now
-        self.checkpoint.index_msg_timestamp = now
-        self.checkpoint.flush()
+        self._flush_commit_log()
+        self._flush_queues()
         self.commit_log.close()
         self.queues.close()
         if self.index is not None:
             self.index.close()
-        if self.group_commit.error is None and self.periodic_flush.error is None:
+        if self._flush_error() is None:
             self.markers.mark_clean_shutdown()
 
     # -- puts ----------------------------------------------------------------------------------
@@ -222,7 +218,7 @@ class MessageStore:
         failure = self._write_failure()
         if failure:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=failure)
-        append = self.commit_log.put_batch(messages)
+        append = self.commit_log.put_batch(messages, self.clock())
         if append.status is AppendStatus.MESSAGE_ILLEGAL:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, append, append.remark)
         end = append.phy_offset + append.size
@@ -249,15 +245,37 @@ class MessageStore:
     def _write_failure(self) -> str:
         if not self.running:
             return "the store is not running"
-        error = self.group_commit.error or self.periodic_flush.error
+        error = self._flush_error()
         if error is not None:
             return f"the store is read-only after a disk error: {error}"
         if self.dispatch_error is not None:
             return f"the store stopped dispatching: {self.dispatch_error}"
         return ""
 
+    def _flush_error(self) -> BaseException | None:
+        return self.group_commit.error or self.periodic_flush.error or self.queue_flush.error
+
     def _flush_commit_log(self) -> int:
-        return self.commit_log.flush()
+        # Read before the sync: every record stamped up to it is written, so the sync covers it.
+        stamp = self.commit_log.last_store_timestamp
+        flushed = self.commit_log.flush()
+        self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp, stamp)
+        return flushed
+
+    def _flush_queues(self) -> int:
+        """Flush ConsumeQueues and index, then the checkpoint (FlushConsumeQueueService)."""
+        dispatched, stamp = self.reput.dispatched, self.reput.last_store_timestamp
+        self.queues.flush()
+        if self.index is not None:
+            self.index.flush()
+            self.checkpoint.index_msg_timestamp = max(self.checkpoint.index_msg_timestamp, stamp)
+        self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp, stamp)
+        self.checkpoint.flush()
+        self._queues_flushed_at = dispatched
+        return dispatched
+
+    def _undurable_queue_bytes(self) -> int:
+        return (self.reput.dispatched - self._queues_flushed_at) * CQ_ENTRY_SIZE
 
     def _dirty_bytes(self) -> int:
         return self.commit_log.max_offset - self.commit_log.files.flushed_offset
@@ -276,44 +294,22 @@ class MessageStore:
             await self._dispatch_wakeup.wait()
             self._dispatch_wakeup.clear()
             limit = self.dispatch_limit
-            if limit <= self.reput_offset:
+            if limit <= self.reput.offset:
                 continue
             try:
-                arrived = await loop.run_in_executor(
-                    self._dispatch_executor, self._dispatch_until, limit
+                grown = await loop.run_in_executor(
+                    self._dispatch_executor, self.reput.dispatch_until, limit
                 )
             except Exception as exc:
                 # A record the queues cannot take is our bug; stop taking puts, loudly.
                 self.dispatch_error = exc
-                log.error("store.dispatch_failed", reput_offset=self.reput_offset, error=repr(exc))
+                log.error("store.dispatch_failed", reput_offset=self.reput.offset, error=repr(exc))
                 return
-            for (topic, queue_id), max_offset in arrived.items():
+            for (topic, queue_id), max_offset in grown.items():
                 for listener in self.arrival_listeners:
                     listener(topic, queue_id, max_offset)
-            if self.reput_offset < self.dispatch_limit:
+            if self.reput.offset < self.dispatch_limit:
                 self._dispatch_wakeup.set()
-
-    def _dispatch_all(self) -> None:
-        limit = self.commit_log.max_offset
-        while self.reput_offset < limit:
-            before = self.reput_offset
-            self._dispatch_until(limit)
-            if self.reput_offset == before:
-                break
-
-    def _dispatch_until(self, limit: int) -> dict[tuple[str, int], int]:
-        """Dispatch records from reput_offset up to `limit` (a batch); queues that grew."""
-        arrived: dict[tuple[str, int], int] = {}
-        for n, record in enumerate(self.commit_log.records(self.reput_offset)):
-            if record.phy_offset + record.total_size > limit or n >= DISPATCH_BATCH:
-                break
-            self.dispatcher.dispatch(record)
-            arrived[(record.topic, record.queue_id)] = record.queue_offset + 1
-            self.reput_offset = record.phy_offset + record.total_size
-        else:
-            # Past the last record of a segment (its blank tail): continue in the next one.
-            self.reput_offset = max(self.reput_offset, min(limit, self.commit_log.max_offset))
-        return arrived
 
     # -- reads ---------------------------------------------------------------------------------
     def get_messages(

@@ -1,0 +1,55 @@
+"""Reput: walk the CommitLog from where dispatch stopped and feed each record to the Dispatcher.
+
+Synchronous (it runs on the store's dispatch thread, and inline during recovery). It remembers
+how far it got (`offset`, always a record start or a segment's blank tail) and the store
+timestamp of the last record it dispatched, which the ConsumeQueue checkpoint records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sidewinder.store.commit_log import CommitLog
+from sidewinder.store.dispatch import Dispatcher
+
+DISPATCH_BATCH = 4096
+
+QueueGrowth = dict[tuple[str, int], int]  # (topic, queue id) -> new max queue offset
+
+
+class Reput:
+    def __init__(self, commit_log: CommitLog, dispatcher: Dispatcher, offset: int = 0) -> None:
+        self.commit_log = commit_log
+        self.dispatcher = dispatcher
+        self.offset = offset
+        self.last_store_timestamp = 0
+        self.dispatched = 0  # records, ever; the ConsumeQueue flusher compares it
+
+    def dispatch_until(self, limit: int, max_records: int = DISPATCH_BATCH) -> QueueGrowth:
+        """Dispatch records from `offset` up to `limit` (at most `max_records`); queues grown."""
+        grown: QueueGrowth = {}
+        n = 0
+        for record in self.commit_log.records(self.offset):
+            if record.phy_offset + record.total_size > limit or n >= max_records:
+                break
+            self.dispatcher.dispatch(record)
+            grown[(record.topic, record.queue_id)] = record.queue_offset + 1
+            self.offset = record.phy_offset + record.total_size
+            self.last_store_timestamp = record.store_timestamp
+            n += 1
+        else:
+            # Past the last record of a segment (its blank tail): continue in the next one.
+            self.offset = max(self.offset, min(limit, self.commit_log.max_offset))
+        self.dispatched += n
+        return grown
+
+    def dispatch_all(self, progress: Callable[[int], None] | None = None) -> None:
+        """Dispatch everything up to the CommitLog's end (recovery, shutdown)."""
+        limit = self.commit_log.max_offset
+        while self.offset < limit:
+            before = self.offset
+            self.dispatch_until(limit)
+            if progress is not None:
+                progress(self.offset)
+            if self.offset == before:
+                break
