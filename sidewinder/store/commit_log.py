@@ -8,6 +8,7 @@ closes the segment with a blank record and goes to the next one, so no record st
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -52,6 +53,11 @@ class AppendResult:
 
 
 QueueKey = tuple[str, int]
+_INT = struct.Struct(">i")
+_LONG = struct.Struct(">q")
+_SYSFLAG_AT = 36  # after TOTALSIZE, MAGIC, BODYCRC, QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET
+_BORNHOST_AT = 48  # after SYSFLAG and BORNTIMESTAMP
+_STAMP_END_V6 = _BORNHOST_AT + 20 + 8
 
 
 class CommitLog:
@@ -283,6 +289,17 @@ class CommitLog:
             if expected is not None and queue_offset not in (expected, 0):
                 return position - total
             offsets[key] = queue_offset + 1
+
+    def store_timestamp_at(self, phy_offset: int) -> int:
+        """STORETIMESTAMP of the record at `phy_offset` without decoding it; -1 if none."""
+        segment = self.files.find(phy_offset)
+        if segment is None or phy_offset + _STAMP_END_V6 > segment.end_offset:
+            return -1  # no record there (every record is longer than its fixed fields)
+        at = phy_offset - segment.file_from_offset
+        (sys_flag,) = _INT.unpack_from(segment.buffer, at + _SYSFLAG_AT)
+        born_host = 20 if sys_flag & MessageSysFlag.BORNHOST_V6 else 8
+        (stamp,) = _LONG.unpack_from(segment.buffer, at + _BORNHOST_AT + born_host)
+        return int(stamp)
 
     def first_store_timestamp(self, segment: MappedFile) -> int:
         """STORETIMESTAMP of a segment's first message; 0 when it holds none."""

@@ -34,6 +34,7 @@ from sidewinder.store.message_codec import Host, MessageRecord, MessageToStore
 from sidewinder.store.recovery import RecoveryReport, recover
 from sidewinder.store.reput import Reput
 from sidewinder.store.run_markers import RunMarkers
+from sidewinder.store.stats import StoreStats, disk_used_ratio
 
 log = structlog.get_logger(__name__)
 
@@ -138,6 +139,8 @@ class MessageStore:
             thorough_interval_ms=config.flush_consume_queue_thorough_interval,
         )
         self.recovery: RecoveryReport | None = None
+        self.stats = StoreStats()
+        self._stats_task: asyncio.Task[None] | None = None
         self._dispatch_task: asyncio.Task[None] | None = None
         self.arrival_listeners: list[ArrivalListener] = []
         self.running = False
@@ -166,6 +169,7 @@ class MessageStore:
             self.periodic_flush.start()
         self.queue_flush.start()
         self._dispatch_task = loop.create_task(self._dispatch_loop(), name="store-dispatch")
+        self._stats_task = loop.create_task(self._sample_stats(), name="store-stats")
         self.running = True
         self._dispatch_wakeup.set()
 
@@ -186,9 +190,10 @@ class MessageStore:
         if not self.running:
             return
         self.running = False
-        if self._dispatch_task is not None:
-            self._dispatch_task.cancel()
-            await asyncio.gather(self._dispatch_task, return_exceptions=True)
+        for task in (self._dispatch_task, self._stats_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         await self.group_commit.stop()
         await self.periodic_flush.stop()
         await self.queue_flush.stop()
@@ -209,12 +214,27 @@ class MessageStore:
         if self._flush_error() is None:
             self.markers.mark_clean_shutdown()
 
+    async def _sample_stats(self) -> None:
+        while True:
+            self.stats.sample()
+            await asyncio.sleep(1)
+
     # -- puts ----------------------------------------------------------------------------------
     async def put_message(self, message: MessageToStore) -> PutResult:
         return await self.put_messages([message])
 
     async def put_messages(self, messages: Sequence[MessageToStore]) -> PutResult:
         """Append one message or a batch of one (topic, queue); durable per flushDiskType."""
+        started = time.perf_counter()
+        result = await self._put(messages)
+        if result.status is PutStatus.PUT_OK and result.append is not None:
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            self.stats.record_put(result.append.count, result.append.size, elapsed_ms)
+        else:
+            self.stats.put_failed_times += 1
+        return result
+
+    async def _put(self, messages: Sequence[MessageToStore]) -> PutResult:
         failure = self._write_failure()
         if failure:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=failure)
@@ -322,6 +342,19 @@ class MessageStore:
         tags_codes: frozenset[int] | None = None,
     ) -> GetResult:
         """Up to `max_count` whole records from queue offset `offset` (RocketMQ's getMessage)."""
+        started = time.perf_counter()
+        result = self._get(topic, queue_id, offset, max_count, tags_codes)
+        self.stats.record_get(len(result.messages), (time.perf_counter() - started) * 1000)
+        return result
+
+    def _get(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        tags_codes: frozenset[int] | None,
+    ) -> GetResult:
         queue = self.queues.queues.get((topic, queue_id))
         if queue is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0)
@@ -402,6 +435,80 @@ class MessageStore:
     def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         queue = self.queues.queues.get((topic, queue_id))
         return queue.max_offset if queue else 0
+
+    @property
+    def min_phy_offset(self) -> int:
+        return self.commit_log.files.min_offset
+
+    @property
+    def max_phy_offset(self) -> int:
+        return self.commit_log.max_offset
+
+    def store_time_at(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        """STORETIMESTAMP of the message at a queue offset; -1 when there is none."""
+        queue = self.queues.queues.get((topic, queue_id))
+        entry = queue.entry(queue_offset) if queue else None
+        if entry is None or entry.is_blank:
+            return -1
+        return self.commit_log.store_timestamp_at(entry.phy_offset)
+
+    def earliest_message_time(self, topic: str | None = None, queue_id: int = 0) -> int:
+        """Store time of the oldest message of a queue, or of the whole CommitLog; -1 if none."""
+        if topic is None:
+            return self.commit_log.store_timestamp_at(self.min_phy_offset)
+        return self.store_time_at(topic, queue_id, self.min_offset_in_queue(topic, queue_id))
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The queue offset whose store time is `timestamp_ms`, else the nearest one.
+
+        RocketMQ's getOffsetInQueueByTime: a binary search over the queue (skipping entries
+        whose message was cleaned up); on no exact hit, the closer of the neighbours, the
+        earlier one on a tie. 0 for an empty or unknown queue.
+        """
+        queue = self.queues.queues.get((topic, queue_id))
+        if queue is None or queue.max_offset == queue.min_offset:
+            return 0
+        low, high = queue.min_offset, queue.max_offset - 1
+        left = right = -1
+        left_time = right_time = -1
+        while low <= high:
+            mid = (low + high) // 2
+            entry = queue.entry(mid)
+            if entry is None:
+                return 0
+            if entry.is_blank or entry.phy_offset < self.min_phy_offset:
+                low, left = mid + 1, mid
+                continue
+            stamp = self.commit_log.store_timestamp_at(entry.phy_offset)
+            if stamp < 0:
+                return 0
+            if stamp == timestamp_ms:
+                return mid
+            if stamp > timestamp_ms:
+                high, right, right_time = mid - 1, mid, stamp
+            else:
+                low, left, left_time = mid + 1, mid, stamp
+        if left_time == -1:
+            return right if right >= 0 else left
+        if right_time == -1:
+            return left
+        return right if abs(timestamp_ms - left_time) > abs(timestamp_ms - right_time) else left
+
+    def runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO's store part, under RocketMQ's key names."""
+        info = self.stats.runtime_info()
+        commit_log_ratio = repr(disk_used_ratio(self.config.store_path_commit_log))
+        info["commitLogDiskRatio"] = commit_log_ratio
+        info[f"commitLogDiskRatio_{self.config.store_path_commit_log}"] = commit_log_ratio
+        info["consumeQueueDiskRatio"] = repr(disk_used_ratio(self.queues.root))
+        info["commitLogMinOffset"] = str(self.min_phy_offset)
+        info["commitLogMaxOffset"] = str(self.max_phy_offset)
+        info["dispatchBehindBytes"] = str(max(self.max_phy_offset - self.reput.offset, 0))
+        info["dispatchMaxBuffer"] = "0"
+        info["pageCacheLockTimeMills"] = "0"
+        info["remainHowManyDataToFlush"] = f"{self._dirty_bytes()} B"
+        info["earliestMessageTimeStamp"] = str(self.earliest_message_time())
+        return info
 
 
 def _wants_wait(message: MessageToStore) -> bool:
