@@ -210,7 +210,7 @@ class CommitLog:
 
     def records(self, from_offset: int = 0) -> Iterator[MessageRecord]:
         """Every message from `from_offset` (a record start) to the end, in order."""
-        for segment in self.files.files:
+        for segment in self.files.files:  # a snapshot: cleanup replaces the list
             if segment.file_from_offset + segment.size <= from_offset:
                 continue
             position = max(from_offset - segment.file_from_offset, 0)

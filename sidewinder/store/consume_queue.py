@@ -11,10 +11,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from sidewinder.store.mapped_file import MappedFile
 from sidewinder.store.mapped_file_queue import MappedFileQueue
 
 CQ_ENTRY = struct.Struct(">qiq")
 CQ_ENTRY_SIZE = CQ_ENTRY.size  # 20
+_PHY = struct.Struct(">q")
 # A queue that starts above offset 0 has its first file padded with these (fillPreBlank).
 BLANK_ENTRY_SIZE = 0x7FFFFFFF
 
@@ -78,6 +80,8 @@ class ConsumeQueue:
         self.queue_id = queue_id
         self.files = MappedFileQueue(root / topic / str(queue_id), file_size)
         self.max_phy_offset = 0  # just past the last entry's message in the CommitLog
+        # The first entry whose message the CommitLog still holds (RocketMQ's minLogicOffset).
+        self.min_logic_offset = 0
 
     def load(self) -> None:
         self.files.load()
@@ -110,7 +114,31 @@ class ConsumeQueue:
 
     @property
     def min_offset(self) -> int:
-        return self.files.min_offset // CQ_ENTRY_SIZE
+        return max(self.files.min_offset // CQ_ENTRY_SIZE, self.min_logic_offset)
+
+    def correct_min_offset(self, min_phy_offset: int) -> None:
+        """Move the minimum to the first entry of the first file whose message is not gone."""
+        files = self.files.files
+        if not files:
+            return
+        first = files[0]
+        for position in range(0, first.wrote_position, CQ_ENTRY_SIZE):
+            phy, _, _ = CQ_ENTRY.unpack_from(first.buffer, position)
+            if phy >= min_phy_offset:
+                self.min_logic_offset = (first.file_from_offset + position) // CQ_ENTRY_SIZE
+                return
+
+    def drop_expired(self, min_phy_offset: int) -> list[MappedFile]:
+        """Take out leading files whose every message lies below `min_phy_offset` (the last file
+        always stays); the caller destroys them once no reader can hold them."""
+        files = self.files.files
+        expired = 0
+        for segment in files[:-1]:
+            (last_phy,) = _PHY.unpack_from(segment.buffer, segment.size - CQ_ENTRY_SIZE)
+            if last_phy >= min_phy_offset:
+                break
+            expired += 1
+        return self.files.drop_head(expired)
 
     @property
     def max_offset(self) -> int:

@@ -44,6 +44,20 @@ class IndexService:
             dropped = True
         return dropped
 
+    def drop_expired(self, min_phy_offset: int) -> list[IndexFile]:
+        """Take out leading index files whose every entry lies below `min_phy_offset` (the last
+        file always stays); the caller closes and deletes them once no query can hold them."""
+        files = self.files
+        expired = 0
+        for index in files[:-1]:
+            if index.end_phy_offset >= min_phy_offset:
+                break
+            expired += 1
+        if not expired:
+            return []
+        self.files = files[expired:]  # replaced, not edited: a query may be walking the old one
+        return files[:expired]
+
     @property
     def end_phy_offset(self) -> int:
         return self.files[-1].end_phy_offset if self.files else 0

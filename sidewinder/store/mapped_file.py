@@ -80,9 +80,13 @@ class MappedFile:
         self._fd = -1
 
     def destroy(self) -> None:
-        """Close and delete the file (cleanup and dirty-tail truncation). Blocking."""
+        """Close and delete the file (dirty-tail truncation). Blocking."""
         self.close()
         self.path.unlink(missing_ok=True)
+
+    def last_modified(self) -> float:
+        """The file's mtime in seconds (cleanup ages segments by it, as RocketMQ does)."""
+        return os.stat(self._fd).st_mtime if self._fd >= 0 else os.stat(self.path).st_mtime
 
     def __repr__(self) -> str:
         return f"MappedFile({self.path.name}, wrote={self.wrote_position}/{self.size})"

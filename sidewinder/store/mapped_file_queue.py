@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 from pathlib import Path
 
 from sidewinder.store.mapped_file import MappedFile, StoreFileError
@@ -74,13 +73,24 @@ class MappedFileQueue:
         return created
 
     def find(self, offset: int) -> MappedFile | None:
-        """The segment holding global `offset`, if any."""
-        starts = [f.file_from_offset for f in self.files]
-        i = bisect.bisect_right(starts, offset) - 1
-        if i < 0:
+        """The segment holding global `offset`, if any (segments are contiguous)."""
+        files = self.files  # one snapshot: cleanup replaces the list, never edits it
+        if not files or offset < files[0].file_from_offset:
             return None
-        candidate = self.files[i]
-        return candidate if offset < candidate.file_from_offset + self.file_size else None
+        i = (offset - files[0].file_from_offset) // self.file_size
+        return files[i] if i < len(files) else None
+
+    def drop_head(self, count: int) -> list[MappedFile]:
+        """Take the first `count` segments out of the queue (cleanup); the caller destroys them.
+
+        The list is replaced, not edited, so a reader on another thread walking or searching
+        the old one sees a consistent set; the last segment is never dropped.
+        """
+        count = min(count, len(self.files) - 1)
+        if count <= 0:
+            return []
+        dropped, self.files = self.files[:count], self.files[count:]
+        return dropped
 
     @property
     def min_offset(self) -> int:
@@ -113,7 +123,7 @@ class MappedFileQueue:
         for f in list(self.files):
             if f.file_from_offset > end_offset:
                 f.destroy()
-                self.files.remove(f)
+                self.files = [kept for kept in self.files if kept is not f]
                 continue
             position = min(end_offset - f.file_from_offset, self.file_size)
             f.wrote_position = f.flushed_position = position

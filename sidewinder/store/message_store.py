@@ -24,6 +24,7 @@ import structlog
 
 from sidewinder.protocol.message import KEY_SEPARATOR, MessageConst, property_value
 from sidewinder.store.checkpoint import StoreCheckpoint
+from sidewinder.store.cleanup import Cleanup
 from sidewinder.store.commit_log import AppendResult, AppendStatus, CommitLog
 from sidewinder.store.config import FlushDiskType, StoreConfig
 from sidewinder.store.consume_queue import CQ_ENTRY_SIZE, CQEntry
@@ -141,6 +142,15 @@ class MessageStore:
         self.recovery: RecoveryReport | None = None
         self.stats = StoreStats()
         self._stats_task: asyncio.Task[None] | None = None
+        self.cleanup = Cleanup(
+            config,
+            self.commit_log,
+            self.queues,
+            self.index,
+            file_executor=self._flush_executor,
+            queue_executor=self._dispatch_executor,
+        )
+        self._cleanup_task: asyncio.Task[None] | None = None
         self._dispatch_task: asyncio.Task[None] | None = None
         self.arrival_listeners: list[ArrivalListener] = []
         self.running = False
@@ -170,6 +180,7 @@ class MessageStore:
         self.queue_flush.start()
         self._dispatch_task = loop.create_task(self._dispatch_loop(), name="store-dispatch")
         self._stats_task = loop.create_task(self._sample_stats(), name="store-stats")
+        self._cleanup_task = loop.create_task(self._clean_periodically(), name="store-cleanup")
         self.running = True
         self._dispatch_wakeup.set()
 
@@ -190,7 +201,7 @@ class MessageStore:
         if not self.running:
             return
         self.running = False
-        for task in (self._dispatch_task, self._stats_task):
+        for task in (self._dispatch_task, self._stats_task, self._cleanup_task):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
@@ -205,6 +216,7 @@ class MessageStore:
         self.markers.release()
 
     def _close_files(self) -> None:
+        self.cleanup.close()
         self._flush_commit_log()
         self._flush_queues()
         self.commit_log.close()
@@ -213,6 +225,15 @@ class MessageStore:
             self.index.close()
         if self._flush_error() is None:
             self.markers.mark_clean_shutdown()
+
+    async def _clean_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.clean_resource_interval / 1000)
+            try:
+                await self.cleanup.run_once()
+            except OSError as exc:
+                # A file that would not go is retried next round; say so, keep serving.
+                log.error("store.cleanup_failed", error=str(exc))
 
     async def _sample_stats(self) -> None:
         while True:
@@ -270,6 +291,8 @@ class MessageStore:
             return f"the store is read-only after a disk error: {error}"
         if self.dispatch_error is not None:
             return f"the store stopped dispatching: {self.dispatch_error}"
+        if self.cleanup.disk_full:
+            return self.cleanup.disk_full_remark
         return ""
 
     def _flush_error(self) -> BaseException | None:

@@ -100,6 +100,8 @@ def recover(
     reput.dispatch_all(progress)
     # Queue offsets continue from complete queues (as RocketMQ's recoverTopicQueueTable does).
     commit_log.queue_offsets = {key: q.max_offset for key, q in queues.queues.items()}
+    for queue in queues.queues.values():
+        queue.correct_min_offset(low)
     report = RecoveryReport(
         crashed, start, end, redispatch, round((time.monotonic() - started) * 1000)
     )

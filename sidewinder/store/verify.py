@@ -161,14 +161,17 @@ def verify_store(
         report.records += 1
         report.bytes += record.total_size
         report.topics[record.topic] = report.topics.get(record.topic, 0) + 1
-    report.segments = len(commitlog_segments(commitlog_dir))
-    _verify_consume_queues(root / "consumequeue", records, report)
-    _verify_index(root / "index", config, records, report)
+    segments = commitlog_segments(commitlog_dir)
+    report.segments = len(segments)
+    # Entries below the first segment point at messages cleanup removed: stale, not wrong.
+    min_phy = int(segments[0].name) if segments else 0
+    _verify_consume_queues(root / "consumequeue", records, report, min_phy)
+    _verify_index(root / "index", config, records, report, min_phy)
     return report
 
 
 def _verify_consume_queues(
-    cq_root: Path, records: dict[int, _Summary], report: VerifyReport
+    cq_root: Path, records: dict[int, _Summary], report: VerifyReport, min_phy: int
 ) -> None:
     if not cq_root.is_dir():
         return
@@ -176,7 +179,7 @@ def _verify_consume_queues(
         for queue_dir in sorted(topic_dir.iterdir()):
             report.consume_queues += 1
             for entry in read_queue(queue_dir):
-                if entry.is_blank:
+                if entry.is_blank or entry.phy_offset < min_phy:
                     continue
                 _check_cq_entry(queue_dir, topic_dir.name, int(queue_dir.name), entry, records)
                 report.cq_entries += 1
@@ -215,7 +218,11 @@ def _check_cq_entry(
 
 
 def _verify_index(
-    index_dir: Path, config: StoreConfig, records: dict[int, _Summary], report: VerifyReport
+    index_dir: Path,
+    config: StoreConfig,
+    records: dict[int, _Summary],
+    report: VerifyReport,
+    min_phy: int,
 ) -> None:
     if not index_dir.is_dir():
         return
@@ -233,6 +240,8 @@ def _verify_index(
             index = IndexFileView(view, config.max_hash_slot_num)
             for number in range(1, index.header.index_count):
                 entry = index.entry(number)
+                if entry.phy_offset < min_phy:
+                    continue
                 record = records.get(entry.phy_offset)
                 if record is None:
                     raise StoreProblem(
