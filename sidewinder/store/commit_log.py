@@ -33,6 +33,7 @@ from sidewinder.store.message_codec import (
     encode_record,
     scan_record,
 )
+from sidewinder.store.transient_pool import TransientStorePool
 
 
 class AppendStatus(Enum):
@@ -62,9 +63,15 @@ _STAMP_END_V6 = _BORNHOST_AT + 20 + 8
 
 class CommitLog:
     def __init__(
-        self, directory: Path, *, segment_size: int, max_message_size: int, store_host: Host
+        self,
+        directory: Path,
+        *,
+        segment_size: int,
+        max_message_size: int,
+        store_host: Host,
+        pool: TransientStorePool | None = None,
     ) -> None:
-        self.files = MappedFileQueue(directory, segment_size)
+        self.files = MappedFileQueue(directory, segment_size, pool)
         self.max_message_size = max_message_size
         self.store_host = store_host
         # The next queue offset of every (topic, queue): RocketMQ's topicQueueTable.
@@ -123,7 +130,7 @@ class CommitLog:
                 )
                 encode_record(
                     message,
-                    target.buffer,
+                    target.write_buffer,
                     position,
                     queue_offset=queue_offset if counted else 0,
                     phy_offset=phy,
@@ -137,7 +144,7 @@ class CommitLog:
                 queue_offset += 1 if counted else 0
         except BaseException:
             # Never leave whole-looking records past the end: recovery would take them back.
-            target.buffer[start:position] = bytes(position - start)
+            target.write_buffer[start:position] = bytes(position - start)
             raise
         target.wrote_position = position
         self.queue_offsets[key] = queue_offset
@@ -188,7 +195,7 @@ class CommitLog:
         if size + END_FILE_MIN_BLANK_LENGTH <= current.remaining:
             return current
         # Close this segment with a blank record over all that is left, as RocketMQ does.
-        encode_blank(current.buffer, current.wrote_position, current.remaining)
+        encode_blank(current.write_buffer, current.wrote_position, current.remaining)
         current.wrote_position = current.size
         return self.files.writable_file()
 
@@ -200,7 +207,7 @@ class CommitLog:
             return None
         try:
             record = decode_record(
-                segment.buffer[: segment.wrote_position],
+                segment.buffer[: segment.read_position],
                 phy_offset - segment.file_from_offset,
                 check_crc=check_crc,
             )
@@ -214,8 +221,9 @@ class CommitLog:
             if segment.file_from_offset + segment.size <= from_offset:
                 continue
             position = max(from_offset - segment.file_from_offset, 0)
-            written = segment.buffer[: segment.wrote_position]
-            while position < segment.wrote_position:
+            readable = segment.read_position
+            written = segment.buffer[:readable]
+            while position < readable:
                 record = decode_record(written, position)
                 if not isinstance(record, MessageRecord):
                     break
@@ -316,6 +324,10 @@ class CommitLog:
     def flush(self) -> int:
         """Make all appends durable; returns the flushed offset. Blocking: run in an executor."""
         return self.files.flush()
+
+    def commit(self) -> int:
+        """With a TransientStorePool: move appends into the files, where readers see them."""
+        return self.files.commit()
 
     def close(self) -> None:
         self.files.close()

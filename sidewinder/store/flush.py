@@ -115,8 +115,10 @@ class PeriodicFlush:
         interval_ms: int,
         least_pages: int,
         thorough_interval_ms: int,
+        after: Callable[[], None] | None = None,
     ) -> None:
         self._flush = flush
+        self._after = after  # told on the loop after each run
         self._dirty_bytes = dirty_bytes
         self._executor = executor
         self.interval_s = interval_ms / 1000
@@ -145,6 +147,8 @@ class PeriodicFlush:
                 log.error("store.flush_failed", error=str(exc))
                 return
             self.flushes += 1
+            if self._after is not None:
+                self._after()
             if thorough:
                 last_thorough = time.monotonic()
 

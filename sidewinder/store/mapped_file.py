@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -37,8 +38,49 @@ class MappedFile:
             os.close(self._fd)
             raise
         self.buffer = memoryview(self._map)
+        # Appends go to `write_buffer`: the map itself, or a TransientStorePool buffer whose
+        # bytes reach the file only when committed. Readers see the committed part only.
+        self.write_buffer = self.buffer
+        self._give_back: Callable[[memoryview], None] | None = None
         self.wrote_position = 0
+        self.committed_position = 0
         self.flushed_position = 0
+
+    def use_pool_buffer(self, buffer: memoryview, give_back: Callable[[memoryview], None]) -> None:
+        """Write through `buffer` (a pooled one of this file's size) until the file is full."""
+        self.write_buffer = buffer
+        self._give_back = give_back
+
+    @property
+    def pooled(self) -> bool:
+        return self._give_back is not None
+
+    @property
+    def read_position(self) -> int:
+        """How far readers (and flushes) may go: what reached the file."""
+        return self.committed_position if self.pooled else self.wrote_position
+
+    def commit(self) -> int:
+        """Copy appended bytes from the pool buffer into the file (a pwrite, GIL released);
+        the buffer goes back to the pool once the file is full. Blocking."""
+        if not self.pooled:
+            return self.wrote_position
+        target = self.wrote_position
+        if target > self.committed_position:
+            chunk = self.write_buffer[self.committed_position : target]
+            written = 0
+            while written < len(chunk):
+                written += os.pwrite(self._fd, chunk[written:], self.committed_position + written)
+            self.committed_position = target
+        if self.committed_position == self.size:
+            self._return_buffer()
+        return self.committed_position
+
+    def _return_buffer(self) -> None:
+        if self._give_back is not None:
+            give_back, self._give_back = self._give_back, None
+            buffer, self.write_buffer = self.write_buffer, self.buffer
+            give_back(buffer)
 
     @staticmethod
     def name_for(offset: int) -> str:
@@ -54,12 +96,12 @@ class MappedFile:
 
     @property
     def end_offset(self) -> int:
-        """Global offset just past what was written."""
-        return self.file_from_offset + self.wrote_position
+        """Global offset just past what readers may see."""
+        return self.file_from_offset + self.read_position
 
     def flush(self) -> int:
         """Make everything written so far durable; returns the flushed position. Blocking."""
-        target = self.wrote_position
+        target = self.read_position
         if target > self.flushed_position:
             os.fdatasync(self._fd)
             self.flushed_position = target
@@ -72,6 +114,7 @@ class MappedFile:
     def close(self) -> None:
         if self._fd < 0:
             return
+        self._return_buffer()
         self.buffer.release()
         # A reader still holding a view into this map unmaps it when that view goes.
         with contextlib.suppress(BufferError):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from sidewinder.store.mapped_file import MappedFile, StoreFileError
+from sidewinder.store.transient_pool import TransientStorePool
 
 _ZEROS = bytes(1 << 20)
 
@@ -31,10 +33,16 @@ def zero_tail(buffer: memoryview, start: int, quiet_window: int | None = None) -
 
 
 class MappedFileQueue:
-    def __init__(self, directory: Path, file_size: int) -> None:
+    def __init__(
+        self, directory: Path, file_size: int, pool: TransientStorePool | None = None
+    ) -> None:
         self.directory = directory
         self.file_size = file_size
         self.files: list[MappedFile] = []
+        self.pool = pool
+        # Segments written through a pool buffer and not yet wholly committed, oldest first.
+        self._pooled: list[MappedFile] = []
+        self._pooled_lock = threading.Lock()  # appended on the loop, pruned by the committer
 
     def load(self) -> None:
         """Map the existing segments in offset order; they must be contiguous and full-size.
@@ -69,6 +77,12 @@ class MappedFileQueue:
             raise StoreFileError(f"segment offset {offset} is not a multiple of {self.file_size}")
         self.directory.mkdir(parents=True, exist_ok=True)
         created = MappedFile(self.directory / MappedFile.name_for(offset), self.file_size)
+        if self.pool is not None:
+            buffer = self.pool.borrow()
+            if buffer is not None:
+                created.use_pool_buffer(buffer, self.pool.give_back)
+                with self._pooled_lock:
+                    self._pooled = [*self._pooled, created]
         self.files.append(created)
         return created
 
@@ -98,6 +112,11 @@ class MappedFileQueue:
 
     @property
     def max_offset(self) -> int:
+        """End of what readers may see: a contiguous prefix, so a segment still waiting for
+        its pooled bytes to be committed hides the segments after it."""
+        for f in self._pooled:
+            if f.pooled:
+                return f.end_offset
         last = self.last_file
         return last.end_offset if last else 0
 
@@ -126,16 +145,28 @@ class MappedFileQueue:
                 self.files = [kept for kept in self.files if kept is not f]
                 continue
             position = min(end_offset - f.file_from_offset, self.file_size)
-            f.wrote_position = f.flushed_position = position
+            f.wrote_position = f.committed_position = f.flushed_position = position
             if position < self.file_size:
                 zero_tail(f.buffer, position, quiet_window)
 
     def flush(self) -> int:
         """fdatasync every segment with unflushed bytes; returns the flushed offset. Blocking."""
         for f in self.files:
-            if f.wrote_position > f.flushed_position:
+            if f.read_position > f.flushed_position:
                 f.flush()
         return self.flushed_offset
+
+    def commit(self) -> int:
+        """Copy pooled appends into their files; returns the readable end. Blocking."""
+        for f in self._pooled:
+            f.commit()
+        with self._pooled_lock:
+            self._pooled = [f for f in self._pooled if f.pooled]
+        return self.max_offset
+
+    @property
+    def uncommitted_bytes(self) -> int:
+        return sum(f.wrote_position - f.committed_position for f in self._pooled if f.pooled)
 
     def sync_all(self) -> None:
         """fdatasync every segment, whatever its positions say (after recovery). Blocking."""

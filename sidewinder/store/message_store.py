@@ -26,7 +26,7 @@ from sidewinder.protocol.message import KEY_SEPARATOR, MessageConst, property_va
 from sidewinder.store.checkpoint import StoreCheckpoint
 from sidewinder.store.cleanup import Cleanup
 from sidewinder.store.commit_log import AppendResult, AppendStatus, CommitLog
-from sidewinder.store.config import FlushDiskType, StoreConfig
+from sidewinder.store.config import BrokerRole, FlushDiskType, StoreConfig
 from sidewinder.store.consume_queue import CQ_ENTRY_SIZE, CQEntry
 from sidewinder.store.dispatch import ConsumeQueueTable, Dispatcher, parse_delay_levels
 from sidewinder.store.flush import FlushError, GroupCommit, PeriodicFlush
@@ -36,6 +36,7 @@ from sidewinder.store.recovery import RecoveryReport, recover
 from sidewinder.store.reput import Reput
 from sidewinder.store.run_markers import RunMarkers
 from sidewinder.store.stats import StoreStats, disk_used_ratio
+from sidewinder.store.transient_pool import TransientStorePool
 
 log = structlog.get_logger(__name__)
 
@@ -93,11 +94,21 @@ class MessageStore:
         self.clock = clock  # milliseconds: every record's STORETIMESTAMP
         root = config.store_path_root_dir
         self.markers = RunMarkers(root)
+        self.sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        # RocketMQ uses the pool only for an ASYNC_FLUSH master, and ignores it otherwise.
+        self.pool = (
+            TransientStorePool(config.transient_store_pool_size, config.mapped_file_size_commit_log)
+            if config.transient_store_pool_enable
+            and not self.sync_flush
+            and config.broker_role is not BrokerRole.SLAVE
+            else None
+        )
         self.commit_log = CommitLog(
             config.store_path_commit_log,
             segment_size=config.mapped_file_size_commit_log,
             max_message_size=config.max_message_size,
             store_host=store_host,
+            pool=self.pool,
         )
         self.queues = ConsumeQueueTable(
             root / "consumequeue", config.mapped_file_size_consume_queue
@@ -111,7 +122,6 @@ class MessageStore:
             self.queues, self.index, parse_delay_levels(config.message_delay_level)
         )
         self.checkpoint = StoreCheckpoint(root / "checkpoint")
-        self.sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         # One thread each, so flushes stay in order and dispatch stays in CommitLog order.
         self._flush_executor = ThreadPoolExecutor(1, thread_name_prefix="store-flush")
         self._dispatch_executor = ThreadPoolExecutor(1, thread_name_prefix="store-dispatch")
@@ -128,6 +138,15 @@ class MessageStore:
             interval_ms=config.flush_interval_commit_log,
             least_pages=config.flush_commit_log_least_pages,
             thorough_interval_ms=config.flush_commit_log_thorough_interval,
+        )
+        self.pool_commit = PeriodicFlush(
+            self.commit_log.commit,
+            self._uncommitted_bytes,
+            self._flush_executor,
+            interval_ms=config.commit_interval_commit_log,
+            least_pages=config.commit_commit_log_least_pages,
+            thorough_interval_ms=config.commit_commit_log_thorough_interval,
+            after=self._dispatch_wakeup.set,
         )
         self.reput = Reput(self.commit_log, self.dispatcher)
         self._queues_flushed_at = 0  # Reput.dispatched when the queues were last flushed
@@ -177,6 +196,8 @@ class MessageStore:
             self.group_commit.start()
         else:
             self.periodic_flush.start()
+        if self.pool is not None:
+            self.pool_commit.start()
         self.queue_flush.start()
         self._dispatch_task = loop.create_task(self._dispatch_loop(), name="store-dispatch")
         self._stats_task = loop.create_task(self._sample_stats(), name="store-stats")
@@ -207,8 +228,10 @@ class MessageStore:
                 await asyncio.gather(task, return_exceptions=True)
         await self.group_commit.stop()
         await self.periodic_flush.stop()
+        await self.pool_commit.stop()
         await self.queue_flush.stop()
         loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._flush_executor, self.commit_log.commit)
         await loop.run_in_executor(self._dispatch_executor, self.reput.dispatch_all)
         await loop.run_in_executor(self._flush_executor, self._close_files)
         self._flush_executor.shutdown()
@@ -220,6 +243,8 @@ class MessageStore:
         self._flush_commit_log()
         self._flush_queues()
         self.commit_log.close()
+        if self.pool is not None:
+            self.pool.close()
         self.queues.close()
         if self.index is not None:
             self.index.close()
@@ -296,7 +321,12 @@ class MessageStore:
         return ""
 
     def _flush_error(self) -> BaseException | None:
-        return self.group_commit.error or self.periodic_flush.error or self.queue_flush.error
+        return (
+            self.group_commit.error
+            or self.periodic_flush.error
+            or self.pool_commit.error
+            or self.queue_flush.error
+        )
 
     def _flush_commit_log(self) -> int:
         # Read before the sync: every record stamped up to it is written, so the sync covers it.
@@ -316,6 +346,9 @@ class MessageStore:
         self.checkpoint.flush()
         self._queues_flushed_at = dispatched
         return dispatched
+
+    def _uncommitted_bytes(self) -> int:
+        return self.commit_log.files.uncommitted_bytes
 
     def _undurable_queue_bytes(self) -> int:
         return (self.reput.dispatched - self._queues_flushed_at) * CQ_ENTRY_SIZE
@@ -531,6 +564,9 @@ class MessageStore:
         info["pageCacheLockTimeMills"] = "0"
         info["remainHowManyDataToFlush"] = f"{self._dirty_bytes()} B"
         info["earliestMessageTimeStamp"] = str(self.earliest_message_time())
+        info["remainTransientStoreBufferNumbs"] = str(
+            self.pool.available if self.pool is not None else 2**31 - 1
+        )
         return info
 
 
