@@ -14,6 +14,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+_ZEROS = bytes(1 << 20)
+
 
 class StoreFileError(OSError):
     """A store file that cannot be used as it is; the message names it."""
@@ -126,6 +128,18 @@ class MappedFile:
         """Close and delete the file (dirty-tail truncation). Blocking."""
         self.close()
         self.path.unlink(missing_ok=True)
+
+    def warm(self, *, sync_every_bytes: int = 0) -> None:
+        """Write the whole file once (zeros, through pwrite) so its blocks are allocated and
+        its pages cached before appends fault on them (warmMapedFileEnable). Blocking."""
+        chunk = _ZEROS
+        written_since_sync = 0
+        for at in range(0, self.size, len(chunk)):
+            os.pwrite(self._fd, chunk[: self.size - at], at)
+            written_since_sync += len(chunk)
+            if sync_every_bytes and written_since_sync >= sync_every_bytes:
+                os.fdatasync(self._fd)
+                written_since_sync = 0
 
     def last_modified(self) -> float:
         """The file's mtime in seconds (cleanup ages segments by it, as RocketMQ does)."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from concurrent.futures import Executor, Future
 from pathlib import Path
 
 from sidewinder.store.mapped_file import MappedFile, StoreFileError
@@ -43,6 +45,32 @@ class MappedFileQueue:
         # Segments written through a pool buffer and not yet wholly committed, oldest first.
         self._pooled: list[MappedFile] = []
         self._pooled_lock = threading.Lock()  # appended on the loop, pruned by the committer
+        # The next segment, made (and warmed) in the background while this one fills.
+        self._allocator: Executor | None = None
+        self._warm_sync_every = -1  # -1: no warming; 0: warm without syncing
+        self._next: tuple[int, Future[MappedFile]] | None = None
+
+    def preallocate(self, executor: Executor, *, warm: bool, sync_every_bytes: int = 0) -> None:
+        """Create each next segment ahead of need on `executor` (AllocateMappedFileService)."""
+        self._allocator = executor
+        self._warm_sync_every = sync_every_bytes if warm else -1
+
+    def _make(self, offset: int) -> MappedFile:
+        made = MappedFile(self.directory / MappedFile.name_for(offset), self.file_size)
+        if self._warm_sync_every >= 0:
+            made.warm(sync_every_bytes=self._warm_sync_every)
+        return made
+
+    def _take_prepared(self, offset: int) -> MappedFile | None:
+        if self._next is None:
+            return None
+        prepared_offset, future = self._next
+        self._next = None
+        if prepared_offset != offset:
+            future.result().destroy()  # made for an offset no longer wanted
+            return None
+        # Normally long done: a segment takes far longer to fill than to make.
+        return future.result()
 
     def load(self) -> None:
         """Map the existing segments in offset order; they must be contiguous and full-size.
@@ -76,7 +104,12 @@ class MappedFileQueue:
         if offset % self.file_size:
             raise StoreFileError(f"segment offset {offset} is not a multiple of {self.file_size}")
         self.directory.mkdir(parents=True, exist_ok=True)
-        created = MappedFile(self.directory / MappedFile.name_for(offset), self.file_size)
+        created = self._take_prepared(offset) or MappedFile(
+            self.directory / MappedFile.name_for(offset), self.file_size
+        )
+        if self._allocator is not None:
+            following = offset + self.file_size
+            self._next = (following, self._allocator.submit(self._make, following))
         if self.pool is not None:
             buffer = self.pool.borrow()
             if buffer is not None:
@@ -174,6 +207,12 @@ class MappedFileQueue:
             f.sync()
 
     def close(self) -> None:
+        """Close every segment; a prepared, never used one is deleted. Blocking."""
+        if self._next is not None:
+            _, future = self._next
+            self._next = None
+            with contextlib.suppress(OSError):  # failed to be made: nothing to remove
+                future.result().destroy()
         for f in self.files:
             f.close()
-        self.files.clear()
+        self.files = []

@@ -125,6 +125,15 @@ class MessageStore:
         # One thread each, so flushes stay in order and dispatch stays in CommitLog order.
         self._flush_executor = ThreadPoolExecutor(1, thread_name_prefix="store-flush")
         self._dispatch_executor = ThreadPoolExecutor(1, thread_name_prefix="store-dispatch")
+        self._allocate_executor = ThreadPoolExecutor(1, thread_name_prefix="store-allocate")
+        self.commit_log.files.preallocate(
+            self._allocate_executor,
+            warm=config.warm_maped_file_enable,
+            # RocketMQ syncs while warming under SYNC_FLUSH, to avoid one huge writeback later.
+            sync_every_bytes=config.flush_least_pages_when_warm_maped_file * 4096
+            if self.sync_flush
+            else 0,
+        )
         self._dispatch_wakeup = asyncio.Event()
         self.group_commit = GroupCommit(
             self._flush_commit_log,
@@ -189,6 +198,7 @@ class MessageStore:
                 self.index.close()
             self._flush_executor.shutdown()
             self._dispatch_executor.shutdown()
+            self._allocate_executor.shutdown()
             self.markers.release()
             raise
         self.group_commit.flushed_offset = self.commit_log.max_offset
@@ -236,6 +246,7 @@ class MessageStore:
         await loop.run_in_executor(self._flush_executor, self._close_files)
         self._flush_executor.shutdown()
         self._dispatch_executor.shutdown()
+        self._allocate_executor.shutdown()
         self.markers.release()
 
     def _close_files(self) -> None:

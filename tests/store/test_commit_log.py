@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,25 @@ def test_batch_gets_consecutive_offsets_in_one_segment(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="one topic and queue"):
         log.put_batch([message("T", 1, b"", 0), message("U", 1, b"", 1)])
     log.close()
+
+
+def test_the_next_segment_is_made_ahead_and_warmed(tmp_path: Path) -> None:
+    with ThreadPoolExecutor(1) as executor:
+        log = CommitLog(tmp_path, segment_size=1 << 20, max_message_size=1 << 16, store_host=HOST)
+        log.files.preallocate(executor, warm=True)
+        log.load()
+        log.recover()
+        log.put(message("T", 0, b"x" * 100, 0))
+        executor.submit(lambda: None).result()  # the allocation ran
+        names = sorted(p.name for p in tmp_path.iterdir())
+        assert names == [f"{0:020d}", f"{1 << 20:020d}"]
+        # Warmed: its blocks are allocated (a sparse file would have none).
+        assert (tmp_path / names[1]).stat().st_blocks * 512 >= 1 << 20
+        assert (tmp_path / names[0]).stat().st_blocks * 512 < 1 << 20
+        while log.files.last_file is not None and log.files.last_file.file_from_offset == 0:
+            log.put(message("T", 0, b"y" * 1000, 1))
+        assert log.files.last_file is not None
+        assert log.files.last_file.file_from_offset == 1 << 20
+        log.close()
+    # The prepared segment after that one was never used: closing removed it.
+    assert sorted(p.name for p in tmp_path.iterdir()) == names
