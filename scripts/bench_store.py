@@ -30,6 +30,7 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from sidewinder.common.log import configure_logging
 from sidewinder.protocol.message import encode_properties
 from sidewinder.store.commit_log import CommitLog
 from sidewinder.store.config import StoreConfig
@@ -175,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recovery-mib", type=int, default=256)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
+    configure_logging("WARNING")
     work = Path(tempfile.mkdtemp(prefix="bench-store-"))
     results: dict[str, Any] = {}
     try:

@@ -6,11 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PYTHON=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-    "$PYTHON" -m venv .venv
-fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,dev]'
+source scripts/venv.sh test,dev
 .venv/bin/python -m interop.install
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

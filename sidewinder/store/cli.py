@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from sidewinder.common.log import configure_logging
 from sidewinder.common.properties import read_properties
 from sidewinder.store.config import ConfigError, StoreConfig
 from sidewinder.store.consume_queue import read_queue
@@ -102,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     show.add_argument("--to", dest="to_offset", type=int, default=None)
     show.add_argument("--limit", type=int, default=None)
     args = parser.parse_args(argv)
+    configure_logging()
     try:
         config = store_config(args.store, args.conf)
         if args.command == "verify":
