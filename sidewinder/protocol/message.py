@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import operator
 import socket
 import struct
 from collections.abc import Mapping
@@ -71,15 +73,29 @@ def property_value(data: bytes | bytearray | memoryview, name: str) -> str | Non
     return None
 
 
+# 31**k mod 2**32, newest power last: a hash is one C-level sum over the code units.
+_POWERS_31 = [pow(31, k, 1 << 32) for k in range(1024)]
+_POWERS_31.reverse()
+
+
 def java_string_hash(text: str) -> int:
     """Java's `String.hashCode()`: 31-polynomial over UTF-16 code units, as a signed int32."""
-    units = text.encode("utf-16-be", errors="surrogatepass")
-    h = 0
-    for (unit,) in struct.iter_unpack(">H", units):
-        h = (31 * h + unit) & 0xFFFFFFFF
+    if text.isascii():
+        units: bytes | list[int] = text.encode("ascii")
+    else:
+        raw = text.encode("utf-16-be", errors="surrogatepass")
+        units = [unit for (unit,) in struct.iter_unpack(">H", raw)]
+    n = len(units)
+    if n <= len(_POWERS_31):
+        h = sum(map(operator.mul, units, _POWERS_31[len(_POWERS_31) - n :])) & 0xFFFFFFFF
+    else:
+        h = 0
+        for unit in units:
+            h = (31 * h + unit) & 0xFFFFFFFF
     return h - (1 << 32) if h & 0x80000000 else h
 
 
+@functools.lru_cache(maxsize=4096)
 def tags_code(tags: str | None) -> int:
     """The ConsumeQueue tags code of a message: its TAGS' hashCode, 0 without tags."""
     return java_string_hash(tags) if tags else 0

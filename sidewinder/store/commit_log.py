@@ -19,6 +19,7 @@ from sidewinder.protocol.message import encode_offset_msg_id
 from sidewinder.store.mapped_file import MappedFile
 from sidewinder.store.mapped_file_queue import MappedFileQueue
 from sidewinder.store.message_codec import (
+    BORNHOST_V6_BIT,
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH_V1,
@@ -49,11 +50,23 @@ class AppendResult:
     queue_offset: int = -1
     count: int = 0
     store_timestamp: int = 0
-    msg_ids: tuple[str, ...] = ()
+    phy_offsets: tuple[int, ...] = ()  # of each message, for its offsetMsgId
+    store_host: Host | None = None
     remark: str = ""
+
+    @property
+    def msg_ids(self) -> tuple[str, ...]:
+        """offsetMsgId of each message: store host + physical offset (made on demand)."""
+        host = self.store_host
+        if host is None:
+            return ()
+        return tuple(encode_offset_msg_id(host.address, host.port, phy) for phy in self.phy_offsets)
 
 
 QueueKey = tuple[str, int]
+_UNCOUNTED = (int(MessageSysFlag.TRANSACTION_PREPARED), int(MessageSysFlag.TRANSACTION_ROLLBACK))
+_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
 _SYSFLAG_AT = 36  # after TOTALSIZE, MAGIC, BODYCRC, QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET
@@ -88,63 +101,47 @@ class CommitLog:
         """Append messages of one (topic, queue) as consecutive records and queue offsets."""
         if not messages:
             raise ValueError("an empty batch")
-        key = (messages[0].topic.decode(), messages[0].queue_id)
-        sizes = []
+        first = messages[0]
+        key = (first.topic_name, first.queue_id)
+        total = 0
         for message in messages:
-            if (message.topic.decode(), message.queue_id) != key:
+            if message.queue_id != first.queue_id or message.topic != first.topic:
                 raise ValueError("a batch goes to one topic and queue")
             problem = self._illegal(message)
             if problem:
                 return AppendResult(AppendStatus.MESSAGE_ILLEGAL, remark=problem)
-            sizes.append(message.size())
-        total = sum(sizes)
-        if total > self.max_message_size and len(messages) > 1:
-            return AppendResult(
-                AppendStatus.MESSAGE_ILLEGAL,
-                remark=(
-                    f"batch of {total} bytes is larger than maxMessageSize {self.max_message_size}"
-                ),
-            )
-        if total + END_FILE_MIN_BLANK_LENGTH > self.files.file_size:
-            return AppendResult(
-                AppendStatus.MESSAGE_ILLEGAL,
-                remark=(
-                    f"batch of {total} bytes cannot fit a mappedFileSizeCommitLog "
-                    f"{self.files.file_size} segment"
-                ),
-            )
+            total += message.record_size
+        if len(messages) > 1:
+            problem = self._illegal_batch(total)
+            if problem:
+                return AppendResult(AppendStatus.MESSAGE_ILLEGAL, remark=problem)
         stamp = int(time.time() * 1000) if now_ms is None else now_ms
         target = self._file_with_room(total)
-        queue_offset = self.queue_offsets.get(key, 0)
+        queue_offset = first_queue_offset = self.queue_offsets.get(key, 0)
         start = position = target.wrote_position
-        first_phy = target.file_from_offset + position
-        msg_ids = []
-        written_offsets = []
+        base = target.file_from_offset
+        buffer = target.write_buffer
+        phys = []
         try:
-            for message, size in zip(messages, sizes, strict=True):
-                phy = target.file_from_offset + position
+            for n, message in enumerate(messages):
                 # Half and rolled-back transaction messages take no queue offset (doAppend).
-                counted = message.sys_flag & TRANSACTION_TYPE_MASK not in (
-                    MessageSysFlag.TRANSACTION_PREPARED,
-                    MessageSysFlag.TRANSACTION_ROLLBACK,
-                )
-                encode_record(
+                counted = message.stored_sys_flag & TRANSACTION_TYPE_MASK not in _UNCOUNTED
+                if n == 0 and not counted:
+                    first_queue_offset = 0  # a half message reports 0, as RocketMQ does
+                phys.append(base + position)
+                position += encode_record(
                     message,
-                    target.write_buffer,
+                    buffer,
                     position,
                     queue_offset=queue_offset if counted else 0,
-                    phy_offset=phy,
+                    phy_offset=base + position,
                     store_timestamp=stamp,
                 )
-                msg_ids.append(
-                    encode_offset_msg_id(self.store_host.address, self.store_host.port, phy)
-                )
-                written_offsets.append(queue_offset if counted else 0)
-                position += size
-                queue_offset += 1 if counted else 0
+                if counted:
+                    queue_offset += 1
         except BaseException:
             # Never leave whole-looking records past the end: recovery would take them back.
-            target.write_buffer[start:position] = bytes(position - start)
+            buffer[start:position] = bytes(position - start)
             raise
         target.wrote_position = position
         self.queue_offsets[key] = queue_offset
@@ -152,15 +149,43 @@ class CommitLog:
         self.last_store_timestamp = stamp
         return AppendResult(
             AppendStatus.PUT_OK,
-            first_phy,
+            base + start,
             total,
-            written_offsets[0],  # a half message reports 0, as RocketMQ does
+            first_queue_offset,
             len(messages),
             stamp,
-            tuple(msg_ids),
+            tuple(phys),
+            self.store_host,
         )
 
+    def _illegal_batch(self, total: int) -> str:
+        if total > self.max_message_size:
+            return f"batch of {total} bytes is larger than maxMessageSize {self.max_message_size}"
+        if total + END_FILE_MIN_BLANK_LENGTH > self.files.file_size:
+            return (
+                f"batch of {total} bytes cannot fit a mappedFileSizeCommitLog "
+                f"{self.files.file_size} segment"
+            )
+        return ""
+
     def _illegal(self, message: MessageToStore) -> str:
+        size = message.record_size
+        if (
+            len(message.topic) <= MAX_TOPIC_LENGTH_V1
+            and _I32_MIN <= message.queue_id <= _I32_MAX
+            and _I32_MIN <= message.flag <= _I32_MAX
+            and _I32_MIN <= message.sys_flag <= _I32_MAX
+            and _I32_MIN <= message.reconsume_times <= _I32_MAX
+            and _I64_MIN <= message.born_timestamp <= _I64_MAX
+            and _I64_MIN <= message.prepared_transaction_offset <= _I64_MAX
+            and len(message.properties) <= MAX_PROPERTIES_LENGTH
+            and size + END_FILE_MIN_BLANK_LENGTH <= self.files.file_size
+            and size <= self.max_message_size
+        ):
+            return ""  # the usual case, in one expression
+        return self._explain_illegal(message)
+
+    def _explain_illegal(self, message: MessageToStore) -> str:
         if len(message.topic) > MAX_TOPIC_LENGTH_V1:
             # 4.9 refuses these, and its recovery stops at the 5.x record format they need.
             return f"topic of {len(message.topic)} bytes is longer than {MAX_TOPIC_LENGTH_V1}"
@@ -285,10 +310,7 @@ class CommitLog:
             if phy != base + position:
                 return position
             position += total
-            if sys_flag & TRANSACTION_TYPE_MASK in (
-                MessageSysFlag.TRANSACTION_PREPARED,
-                MessageSysFlag.TRANSACTION_ROLLBACK,
-            ):
+            if sys_flag & TRANSACTION_TYPE_MASK in _UNCOUNTED:
                 continue  # takes no queue offset
             key = (topic, queue_id)
             expected = offsets.get(key)
@@ -305,7 +327,7 @@ class CommitLog:
             return -1  # no record there (every record is longer than its fixed fields)
         at = phy_offset - segment.file_from_offset
         (sys_flag,) = _INT.unpack_from(segment.buffer, at + _SYSFLAG_AT)
-        born_host = 20 if sys_flag & MessageSysFlag.BORNHOST_V6 else 8
+        born_host = 20 if sys_flag & BORNHOST_V6_BIT else 8
         (stamp,) = _LONG.unpack_from(segment.buffer, at + _BORNHOST_AT + born_host)
         return int(stamp)
 

@@ -16,6 +16,8 @@ from sidewinder.store.index_service import IndexService
 from sidewinder.store.message_codec import TRANSACTION_TYPE_MASK, MessageRecord, MessageSysFlag
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+_COMMIT = int(MessageSysFlag.TRANSACTION_COMMIT)
+_ROLLBACK = int(MessageSysFlag.TRANSACTION_ROLLBACK)
 _UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
@@ -74,10 +76,10 @@ class Dispatcher:
         self.delay_levels = delay_levels
         self.max_delay_level = max(delay_levels, default=0)
 
-    def cq_tags_code(self, record: MessageRecord, props: dict[str, str]) -> int:
+    def cq_tags_code(self, record: MessageRecord, props: dict[str, str], topic: str) -> int:
         code = tags_code(props.get(MessageConst.TAGS))
         delay = props.get(MessageConst.DELAY_TIME_LEVEL)
-        if record.topic == SCHEDULE_TOPIC and delay is not None:
+        if topic == SCHEDULE_TOPIC and delay is not None:
             level = min(int(delay), self.max_delay_level)
             if level > 0:
                 # A delayed message's entry holds the time it is due, not a tags hash.
@@ -86,15 +88,16 @@ class Dispatcher:
 
     def dispatch(self, record: MessageRecord) -> None:
         props = record.properties()
+        topic = record.topic
         transaction = record.sys_flag & TRANSACTION_TYPE_MASK
-        if transaction in (0, MessageSysFlag.TRANSACTION_COMMIT):
-            self.queues.get(record.topic, record.queue_id).put(
+        if transaction == 0 or transaction == _COMMIT:
+            self.queues.get(topic, record.queue_id).put(
                 record.queue_offset,
                 record.phy_offset,
                 record.total_size,
-                self.cq_tags_code(record, props),
+                self.cq_tags_code(record, props, topic),
             )
-        if self.index is not None and transaction != MessageSysFlag.TRANSACTION_ROLLBACK:
+        if self.index is not None and transaction != _ROLLBACK:
             keys = [props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")]
             keys += props.get(MessageConst.KEYS, "").split(KEY_SEPARATOR)
-            self.index.build_index(record.topic, keys, record.phy_offset, record.store_timestamp)
+            self.index.build_index(topic, keys, record.phy_offset, record.store_timestamp)

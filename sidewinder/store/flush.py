@@ -9,9 +9,8 @@ fails every waiter and is kept in `error`, and the store turns read-only.
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
 
@@ -27,6 +26,14 @@ class FlushError(OSError):
 
 
 class GroupCommit:
+    """SYNC_FLUSH waiters released in bulk by each fdatasync.
+
+    Waiters queue in put order, and puts append in that order, so their end offsets (and,
+    with one timeout for all, their deadlines) only grow: releasing and expiring both take
+    from the head. One timer watches the head's deadline, so a stalled disk still times
+    waiters out while an fdatasync hangs in the executor.
+    """
+
     def __init__(
         self,
         flush: Callable[[], int],
@@ -37,8 +44,8 @@ class GroupCommit:
         self._executor = executor
         # Told after every flush, waited on or not (the dispatcher follows the flushed offset).
         self._on_flushed = on_flushed
-        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
-        self._order = itertools.count()
+        self._waiters: deque[tuple[int, float, asyncio.Future[bool]]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.flushed_offset = 0
@@ -54,14 +61,28 @@ class GroupCommit:
             raise FlushError(f"the store is read-only after a flush error: {self.error}")
         if end_offset <= self.flushed_offset:
             return True
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiters, (end_offset, next(self._order), future))
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        self._waiters.append((end_offset, loop.time() + timeout_s, future))
+        if self._timer is None:
+            self._arm(loop)
         self._wakeup.set()
-        try:
-            await asyncio.wait_for(asyncio.shield(future), timeout_s)
-        except TimeoutError:
-            return False
-        return True
+        return await future
+
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._waiters:
+            self._timer = loop.call_at(self._waiters[0][1], self._expire)
+
+    def _expire(self) -> None:
+        self._timer = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        waiters = self._waiters
+        while waiters and waiters[0][1] <= now:
+            future = waiters.popleft()[2]
+            if not future.done():
+                future.set_result(False)
+        self._arm(loop)
 
     def wake(self) -> None:
         """Ask for a flush without waiting for it (a put whose WAIT property is false)."""
@@ -81,11 +102,12 @@ class GroupCommit:
             self.flushed_offset = max(self.flushed_offset, flushed)
             if self._on_flushed is not None:
                 self._on_flushed(self.flushed_offset)
-            while self._waiters and self._waiters[0][0] <= self.flushed_offset:
-                _, _, future = heapq.heappop(self._waiters)
+            waiters = self._waiters
+            while waiters and waiters[0][0] <= self.flushed_offset:
+                future = waiters.popleft()[2]
                 if not future.done():
-                    future.set_result(None)
-            if self._waiters:
+                    future.set_result(True)
+            if waiters:
                 self._wakeup.set()  # appends arrived during that flush: go again
 
     def _fail(self, exc: OSError) -> None:
@@ -97,6 +119,9 @@ class GroupCommit:
         self._waiters.clear()
 
     async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from sidewinder.protocol.message import java_string_hash
@@ -69,7 +69,11 @@ class IndexFileView:
             raise ValueError(
                 f"an index file of {len(self.view)} bytes cannot hold {hash_slot_num} hash slots"
             )
-        self.header = IndexHeader(*INDEX_HEADER.unpack_from(self.view, 0))
+
+    @property
+    def header(self) -> IndexHeader:
+        """Read afresh each time: the writer updates it in place."""
+        return IndexHeader(*INDEX_HEADER.unpack_from(self.view, 0))
 
     def slot(self, key_hash: int) -> int:
         position = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
@@ -85,7 +89,8 @@ class IndexFileView:
         """The entries of the key's slot, newest first (other keys of the slot included)."""
         number = self.slot(key_hash)
         seen = 0
-        while 0 < number < self.header.index_count and seen < self.header.index_count:
+        count = self.header.index_count
+        while 0 < number < count and seen < count:
             entry = self.entry(number)
             yield entry
             if entry.prev_index == number:
@@ -102,10 +107,11 @@ class IndexFileView:
         """
         key_hash = index_key_hash(key)
         found: list[int] = []
+        begin = self.header.begin_timestamp
         for entry in self.chain(key_hash):
             if len(found) >= max_count:
                 break
-            stamp = self.header.begin_timestamp + entry.time_diff_s * 1000
+            stamp = begin + entry.time_diff_s * 1000
             if entry.key_hash == key_hash and begin_ms <= stamp <= end_ms:
                 found.append(entry.phy_offset)
         return found
@@ -152,7 +158,8 @@ class IndexFile:
         key_hash = index_key_hash(key)
         slot_at = INDEX_HEADER_SIZE + (key_hash % self.view.hash_slot_num) * HASH_SLOT_SIZE
         (previous,) = _SLOT.unpack_from(self.file.buffer, slot_at)
-        if previous <= 0 or previous > self.index_count:
+        # Only entries below index_count exist; a slot naming another is stale (a crash).
+        if previous <= 0 or previous >= self.index_count:
             previous = 0
         if self.begin_timestamp <= 0:
             time_diff = 0
@@ -171,11 +178,15 @@ class IndexFile:
             self.hash_slot_count += 1
         self.index_count += 1
         self.end_phy_offset, self.end_timestamp = phy_offset, store_timestamp
+        # Every key, as RocketMQ does: a crash must not leave slots pointing past the header's
+        # count, where the entries they name would be overwritten.
         self._write_header()
         return True
 
     def _write_header(self) -> None:
-        header = IndexHeader(
+        INDEX_HEADER.pack_into(
+            self.file.buffer,
+            0,
             self.begin_timestamp,
             self.end_timestamp,
             self.begin_phy_offset,
@@ -183,8 +194,6 @@ class IndexFile:
             self.hash_slot_count,
             self.index_count,
         )
-        INDEX_HEADER.pack_into(self.file.buffer, 0, *astuple(header))
-        self.view.header = header
 
     def flush(self) -> None:
         """Blocking: run in an executor."""

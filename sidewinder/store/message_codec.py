@@ -16,7 +16,7 @@ import mmap
 import socket
 import struct
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntFlag
 
 from sidewinder.protocol.message import decode_properties
@@ -45,6 +45,8 @@ class MessageSysFlag(IntFlag):
 # Plain ints for masking: an IntFlag complement would drop the bits the enum does not name.
 TRANSACTION_TYPE_MASK = 0xC
 HOSTS_V6_MASK = 0x30
+BORNHOST_V6_BIT = int(MessageSysFlag.BORNHOST_V6)
+STOREHOST_V6_BIT = int(MessageSysFlag.STOREHOST_V6)
 # The 4.9.8 client records its compression in bits 8-10 (ZLIB 0x300); 4.x only writes ZLIB.
 COMPRESSION_TYPE_MASK = 0x700
 COMPRESSION_LZ4, COMPRESSION_ZSTD, COMPRESSION_ZLIB = 0x100, 0x200, 0x300
@@ -56,6 +58,8 @@ _HOST_V6 = struct.Struct(">16si")
 _STORE_TS = struct.Struct(">q")
 _TAIL = struct.Struct(">iqi")  # RECONSUMETIMES, PREPARED TRANSACTION OFFSET, BODYLENGTH
 _I32 = struct.Struct(">i")
+# Everything up to BODYLENGTH when both hosts are IPv4 (one pack_into for the common case).
+_FIXED_V4 = struct.Struct(">iiiiiqqiq4siq4siiqi")
 _U16 = struct.Struct(">H")
 _BLANK = struct.Struct(">ii")
 
@@ -118,7 +122,7 @@ class MessageRecord:
 
     @property
     def topic(self) -> str:
-        return bytes(self.topic_bytes).decode()
+        return bytes(self.topic_bytes).decode("utf-8", "surrogateescape")
 
     def properties(self) -> dict[str, str]:
         return decode_properties(self.properties_bytes)
@@ -132,7 +136,7 @@ class MessageRecord:
         4.x clients compress with zlib and mark it 0x300 or (before 4.9.8) not at all;
         LZ4 and ZSTD are 5.x types this store does not inflate.
         """
-        if not self.sys_flag & MessageSysFlag.COMPRESSED:
+        if not self.sys_flag & int(MessageSysFlag.COMPRESSED):
             return bytes(self.body)
         kind = self.sys_flag & COMPRESSION_TYPE_MASK
         if kind not in (0, COMPRESSION_ZLIB):
@@ -167,9 +171,9 @@ def record_size(
         + 8
         + 4
         + 8
-        + host_length(sys_flag, MessageSysFlag.BORNHOST_V6)
+        + host_length(sys_flag, BORNHOST_V6_BIT)
         + 8
-        + host_length(sys_flag, MessageSysFlag.STOREHOST_V6)
+        + host_length(sys_flag, STOREHOST_V6_BIT)
         + 4
         + 8
         + 4
@@ -183,7 +187,11 @@ def record_size(
 
 @dataclass(frozen=True, slots=True)
 class MessageToStore:
-    """What the store needs of an incoming message; queue and physical offsets come at append."""
+    """What the store needs of an incoming message; queue and physical offsets come at append.
+
+    Its record size and stored SYSFLAG are worked out once, at construction: the append path
+    asks for them several times per message.
+    """
 
     topic: bytes
     queue_id: int
@@ -196,29 +204,38 @@ class MessageToStore:
     store_host: Host = Host(b"\x7f\x00\x00\x01", 0)
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
+    # sys_flag with the IPv6 bits set from the hosts themselves.
+    stored_sys_flag: int = field(init=False, repr=False, compare=False)
+    record_size: int = field(init=False, repr=False, compare=False)
+    topic_name: str = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        flag = int(self.sys_flag) & ~HOSTS_V6_MASK
+        if len(self.born_host.address) == 16:
+            flag |= 0x10  # BORNHOST_V6
+        if len(self.store_host.address) == 16:
+            flag |= 0x20  # STOREHOST_V6
+        object.__setattr__(self, "stored_sys_flag", flag)
+        object.__setattr__(
+            self,
+            "record_size",
+            record_size(
+                body_len=len(self.body),
+                topic_len=len(self.topic),
+                properties_len=len(self.properties),
+                sys_flag=flag,
+                v2=len(self.topic) > MAX_TOPIC_LENGTH_V1,
+            ),
+        )
+        # surrogateescape: any bytes decode, and the same way MessageRecord.topic does.
+        object.__setattr__(self, "topic_name", self.topic.decode("utf-8", "surrogateescape"))
 
     @property
     def uses_v2(self) -> bool:
         return len(self.topic) > MAX_TOPIC_LENGTH_V1
 
-    @property
-    def stored_sys_flag(self) -> int:
-        """sys_flag with the IPv6 bits set from the hosts themselves."""
-        flag = int(self.sys_flag) & ~HOSTS_V6_MASK
-        if self.born_host.is_v6:
-            flag |= MessageSysFlag.BORNHOST_V6
-        if self.store_host.is_v6:
-            flag |= MessageSysFlag.STOREHOST_V6
-        return flag
-
     def size(self) -> int:
-        return record_size(
-            body_len=len(self.body),
-            topic_len=len(self.topic),
-            properties_len=len(self.properties),
-            sys_flag=self.stored_sys_flag,
-            v2=self.uses_v2,
-        )
+        return self.record_size
 
 
 def encode_record(
@@ -231,49 +248,77 @@ def encode_record(
     store_timestamp: int,
 ) -> int:
     """Write one record into `buffer` at `position`; returns its size. The caller checks room."""
-    if len(message.properties) > MAX_PROPERTIES_LENGTH:
-        raise ValueError(
-            f"properties of {len(message.properties)} bytes exceed {MAX_PROPERTIES_LENGTH}"
-        )
+    properties = message.properties
+    if len(properties) > MAX_PROPERTIES_LENGTH:
+        raise ValueError(f"properties of {len(properties)} bytes exceed {MAX_PROPERTIES_LENGTH}")
     sys_flag = message.stored_sys_flag
-    size = message.size()
-    v2 = message.uses_v2
-    _HEAD.pack_into(
-        buffer,
-        position,
-        size,
-        MESSAGE_MAGIC_V2 if v2 else MESSAGE_MAGIC,
-        body_crc(message.body),
-        message.queue_id,
-        message.flag,
-        queue_offset,
-        phy_offset,
-        sys_flag,
-        message.born_timestamp,
-    )
-    pos = position + _HEAD.size
-    pos = _pack_host(buffer, pos, message.born_host)
-    _STORE_TS.pack_into(buffer, pos, store_timestamp)
-    pos = _pack_host(buffer, pos + 8, message.store_host)
-    _TAIL.pack_into(
-        buffer, pos, message.reconsume_times, message.prepared_transaction_offset, len(message.body)
-    )
-    pos += _TAIL.size
-    buffer[pos : pos + len(message.body)] = message.body
-    pos += len(message.body)
+    size = message.record_size
+    body = message.body
+    topic = message.topic
+    born, store = message.born_host, message.store_host
+    v2 = len(topic) > MAX_TOPIC_LENGTH_V1
+    if not sys_flag & HOSTS_V6_MASK:
+        # The common case in one pack: every fixed field up to BODYLENGTH.
+        _FIXED_V4.pack_into(
+            buffer,
+            position,
+            size,
+            MESSAGE_MAGIC_V2 if v2 else MESSAGE_MAGIC,
+            zlib.crc32(body) & 0x7FFFFFFF,
+            message.queue_id,
+            message.flag,
+            queue_offset,
+            phy_offset,
+            sys_flag,
+            message.born_timestamp,
+            born.address,
+            born.port,
+            store_timestamp,
+            store.address,
+            store.port,
+            message.reconsume_times,
+            message.prepared_transaction_offset,
+            len(body),
+        )
+        pos = position + _FIXED_V4.size
+    else:
+        _HEAD.pack_into(
+            buffer,
+            position,
+            size,
+            MESSAGE_MAGIC_V2 if v2 else MESSAGE_MAGIC,
+            zlib.crc32(body) & 0x7FFFFFFF,
+            message.queue_id,
+            message.flag,
+            queue_offset,
+            phy_offset,
+            sys_flag,
+            message.born_timestamp,
+        )
+        pos = _pack_host(buffer, position + _HEAD.size, born)
+        _STORE_TS.pack_into(buffer, pos, store_timestamp)
+        pos = _pack_host(buffer, pos + 8, store)
+        _TAIL.pack_into(
+            buffer, pos, message.reconsume_times, message.prepared_transaction_offset, len(body)
+        )
+        pos += _TAIL.size
+    end = pos + len(body)
+    buffer[pos:end] = body
+    pos = end
     if v2:
-        _U16.pack_into(buffer, pos, len(message.topic))
+        _U16.pack_into(buffer, pos, len(topic))
         pos += 2
     else:
-        buffer[pos] = len(message.topic)
+        buffer[pos] = len(topic)
         pos += 1
-    buffer[pos : pos + len(message.topic)] = message.topic
-    pos += len(message.topic)
-    _U16.pack_into(buffer, pos, len(message.properties))
-    pos += 2
-    buffer[pos : pos + len(message.properties)] = message.properties
-    pos += len(message.properties)
-    assert pos - position == size, (pos - position, size)
+    end = pos + len(topic)
+    buffer[pos:end] = topic
+    _U16.pack_into(buffer, end, len(properties))
+    pos = end + 2
+    end = pos + len(properties)
+    buffer[pos:end] = properties
+    if end - position != size:
+        raise AssertionError(f"encoded {end - position} bytes of a {size}-byte record")
     return size
 
 
@@ -344,9 +389,9 @@ def _decode_message(
         view, position
     )
     pos = position + _HEAD.size
-    born_host, pos = _unpack_host(view, pos, bool(sys_flag & MessageSysFlag.BORNHOST_V6))
+    born_host, pos = _unpack_host(view, pos, bool(sys_flag & BORNHOST_V6_BIT))
     (store_ts,) = _STORE_TS.unpack_from(view, pos)
-    store_host, pos = _unpack_host(view, pos + 8, bool(sys_flag & MessageSysFlag.STOREHOST_V6))
+    store_host, pos = _unpack_host(view, pos + 8, bool(sys_flag & STOREHOST_V6_BIT))
     reconsume, prepared, body_len = _TAIL.unpack_from(view, pos)
     pos += _TAIL.size
     if body_len < 0 or pos + body_len > end:
@@ -414,9 +459,9 @@ def scan_record(
             position
             + _BORN_TS_AT
             + 8
-            + host_length(sys_flag, MessageSysFlag.BORNHOST_V6)
+            + host_length(sys_flag, BORNHOST_V6_BIT)
             + 8
-            + host_length(sys_flag, MessageSysFlag.STOREHOST_V6)
+            + host_length(sys_flag, STOREHOST_V6_BIT)
             + 12
         )
         (body_len,) = _I32.unpack_from(view, at)

@@ -278,36 +278,42 @@ class MessageStore:
 
     # -- puts ----------------------------------------------------------------------------------
     async def put_message(self, message: MessageToStore) -> PutResult:
-        return await self.put_messages([message])
-
-    async def put_messages(self, messages: Sequence[MessageToStore]) -> PutResult:
-        """Append one message or a batch of one (topic, queue); durable per flushDiskType."""
+        """Append one message; durable per flushDiskType."""
         started = time.perf_counter()
-        result = await self._put(messages)
-        if result.status is PutStatus.PUT_OK and result.append is not None:
-            elapsed_ms = (time.perf_counter() - started) * 1000
-            self.stats.record_put(result.append.count, result.append.size, elapsed_ms)
-        else:
-            self.stats.put_failed_times += 1
+        result = self._append((message,))
+        if result.status is PutStatus.PUT_OK and self.sync_flush and _wants_wait(message):
+            result = await self._await_flush(result)
+        self._count(result, started)
         return result
 
-    async def _put(self, messages: Sequence[MessageToStore]) -> PutResult:
+    async def put_messages(self, messages: Sequence[MessageToStore]) -> PutResult:
+        """Append a batch for one (topic, queue) as consecutive records (see put_message)."""
+        started = time.perf_counter()
+        result = self._append(messages)
+        if result.status is PutStatus.PUT_OK and self.sync_flush and _wants_wait(messages[0]):
+            result = await self._await_flush(result)
+        self._count(result, started)
+        return result
+
+    def _append(self, messages: Sequence[MessageToStore]) -> PutResult:
         failure = self._write_failure()
         if failure:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=failure)
         append = self.commit_log.put_batch(messages, self.clock())
         if append.status is AppendStatus.MESSAGE_ILLEGAL:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, append, append.remark)
-        end = append.phy_offset + append.size
-        if not self.sync_flush:
+        if self.sync_flush:
+            self.group_commit.wake()  # WAIT=false puts too: flushed soon, not waited for
+        else:
             self._dispatch_wakeup.set()
-            return PutResult(PutStatus.PUT_OK, append)
-        if not _wants_wait(messages[0]):
-            self.group_commit.wake()
-            return PutResult(PutStatus.PUT_OK, append)
+        return PutResult(PutStatus.PUT_OK, append)
+
+    async def _await_flush(self, result: PutResult) -> PutResult:
+        append = result.append
+        assert append is not None
         try:
             flushed = await self.group_commit.wait_flushed(
-                end, self.config.sync_flush_timeout / 1000
+                append.phy_offset + append.size, self.config.sync_flush_timeout / 1000
             )
         except FlushError as exc:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, append, str(exc))
@@ -317,7 +323,14 @@ class MessageStore:
                 append,
                 f"not flushed within syncFlushTimeout {self.config.sync_flush_timeout} ms",
             )
-        return PutResult(PutStatus.PUT_OK, append)
+        return result
+
+    def _count(self, result: PutResult, started: float) -> None:
+        append = result.append
+        if result.status is PutStatus.PUT_OK and append is not None:
+            self.stats.record_put(append.count, append.size, (time.perf_counter() - started) * 1000)
+        else:
+            self.stats.put_failed_times += 1
 
     def _write_failure(self) -> str:
         if not self.running:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from sidewinder.store.consume_queue import ConsumeQueue, ConsumeQueueGapError
+from sidewinder.store.index_file import INDEX_HEADER, IndexFile, IndexFileView
 from sidewinder.store.index_service import IndexService
 
 FILE = 5 * 20  # five entries per file
@@ -70,3 +71,22 @@ def test_index_rolls_to_a_new_file_and_finds_keys_in_both(tmp_path: Path) -> Non
     reloaded.load()
     assert reloaded.query("T", "key-5") == [1005]
     reloaded.close()
+
+
+def test_a_slot_past_a_stale_header_count_never_makes_a_chain_loop(tmp_path: Path) -> None:
+    path = tmp_path / "20260101000000000"
+    index = IndexFile(path, 1, 100)  # one slot: every key chains through it
+    for n in range(3):
+        index.put_key(f"T#k{n}", 1000 + n, 1_700_000_000_000)
+    # A crash after the slot moved on but before the header counted the entry: count 3, not 4.
+    header = list(INDEX_HEADER.unpack_from(index.file.buffer, 0))
+    header[-1] = 3
+    INDEX_HEADER.pack_into(index.file.buffer, 0, *header)
+    index.close()
+    again = IndexFile(path, 1, 100)
+    again.put_key("T#k9", 2000, 1_700_000_000_000)
+    view = IndexFileView(again.file.buffer, 1)
+    entries = list(view.chain(0))
+    assert [e.phy_offset for e in entries] == [2000]  # entry 3, with no loop back to itself
+    assert entries[0].prev_index == 0
+    again.close()
