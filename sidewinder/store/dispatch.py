@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from sidewinder.protocol.message import KEY_SEPARATOR, MessageConst, tags_code
+from sidewinder.protocol.message import KEY_SEPARATOR, MessageConst, decode_properties, tags_code
 from sidewinder.store.consume_queue import ConsumeQueue
 from sidewinder.store.index_service import IndexService
-from sidewinder.store.message_codec import TRANSACTION_TYPE_MASK, MessageRecord, MessageSysFlag
+from sidewinder.store.message_codec import TRANSACTION_TYPE_MASK, MessageSysFlag, ScannedRecord
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _COMMIT = int(MessageSysFlag.TRANSACTION_COMMIT)
@@ -76,28 +76,27 @@ class Dispatcher:
         self.delay_levels = delay_levels
         self.max_delay_level = max(delay_levels, default=0)
 
-    def cq_tags_code(self, record: MessageRecord, props: dict[str, str], topic: str) -> int:
+    def cq_tags_code(self, topic: str, store_timestamp: int, props: dict[str, str]) -> int:
         code = tags_code(props.get(MessageConst.TAGS))
-        delay = props.get(MessageConst.DELAY_TIME_LEVEL)
-        if topic == SCHEDULE_TOPIC and delay is not None:
-            level = min(int(delay), self.max_delay_level)
+        if topic == SCHEDULE_TOPIC:
+            delay = props.get(MessageConst.DELAY_TIME_LEVEL)
+            level = min(int(delay), self.max_delay_level) if delay is not None else 0
             if level > 0:
                 # A delayed message's entry holds the time it is due, not a tags hash.
-                code = record.store_timestamp + self.delay_levels.get(level, 1000)
+                code = store_timestamp + self.delay_levels.get(level, 1000)
         return code
 
-    def dispatch(self, record: MessageRecord) -> None:
-        props = record.properties()
-        topic = record.topic
-        transaction = record.sys_flag & TRANSACTION_TYPE_MASK
+    def dispatch(self, scanned: ScannedRecord) -> None:
+        """One message (as CommitLog.scan reads it) into its ConsumeQueue and the index."""
+        total, phy, topic_bytes, queue_id, queue_offset, sys_flag, store_ts, raw_props = scanned
+        topic = topic_bytes.decode("utf-8", "surrogateescape")
+        props = decode_properties(raw_props)
+        transaction = sys_flag & TRANSACTION_TYPE_MASK
         if transaction == 0 or transaction == _COMMIT:
-            self.queues.get(topic, record.queue_id).put(
-                record.queue_offset,
-                record.phy_offset,
-                record.total_size,
-                self.cq_tags_code(record, props, topic),
+            self.queues.get(topic, queue_id).put(
+                queue_offset, phy, total, self.cq_tags_code(topic, store_ts, props)
             )
         if self.index is not None and transaction != _ROLLBACK:
             keys = [props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")]
             keys += props.get(MessageConst.KEYS, "").split(KEY_SEPARATOR)
-            self.index.build_index(topic, keys, record.phy_offset, record.store_timestamp)
+            self.index.build_index(topic, keys, phy, store_ts)

@@ -55,6 +55,24 @@ class MappedFileQueue:
         self._allocator = executor
         self._warm_sync_every = sync_every_bytes if warm else -1
 
+    def prepare_next(self) -> None:
+        """Start making the segment appends will need next (at start, after recovery)."""
+        if self._allocator is None or self._next is not None:
+            return
+        last = self.last_file
+        if last is None:
+            offset = 0
+        elif last.is_full:
+            offset = last.file_from_offset + self.file_size
+        else:
+            return  # writable_file prepares the one after it when it fills
+        self._next = (offset, self._allocator.submit(self._make, offset))
+
+    def wait_prepared(self) -> None:
+        """Block until the segment being prepared exists (benchmarks start from steady state)."""
+        if self._next is not None:
+            self._next[1].result()
+
     def _make(self, offset: int) -> MappedFile:
         made = MappedFile(self.directory / MappedFile.name_for(offset), self.file_size)
         if self._warm_sync_every >= 0:

@@ -438,34 +438,36 @@ def _decode_message(
 
 _SCAN_HEAD = struct.Struct(">iiiiiqqi")  # TOTALSIZE .. SYSFLAG
 _BORN_TS_AT = _SCAN_HEAD.size  # 44
+# With two IPv4 hosts, every fixed field a scan needs in one unpack (hosts and the rest skipped).
+_SCAN_V4 = struct.Struct(">iiiiiqqi8x8xq8x12xi")
 
 
-def scan_record(
-    view: memoryview, position: int, *, check_crc: bool
-) -> tuple[int, int, bytes, int, int, int] | int | None:
-    """Recovery's lean check of the record at `position`, without building a MessageRecord.
+ScannedRecord = tuple[int, int, bytes, int, int, int, int, memoryview]
 
-    Returns (total size, PHYSICALOFFSET, topic bytes, queue id, queue offset, sysflag) for a sound
-    message, the blank record's size as an int, None where nothing was written; raises
-    RecordError otherwise (the same rules as decode_record).
+
+def scan_record(view: memoryview, position: int, *, check_crc: bool) -> ScannedRecord | int | None:
+    """Recovery's and dispatch's lean read of the record at `position` (no MessageRecord).
+
+    Returns (total size, PHYSICALOFFSET, topic bytes, queue id, queue offset, sysflag,
+    STORETIMESTAMP, properties view) for a sound message, the blank record's size as an int,
+    None where nothing was written; raises RecordError otherwise (decode_record's rules).
     """
     framed = _frame(view, position)
     if framed is None or isinstance(framed, int):
         return framed
     total, magic = framed
     try:
-        _, _, crc, queue_id, _, queue_offset, phy, sys_flag = _SCAN_HEAD.unpack_from(view, position)
-        at = (
-            position
-            + _BORN_TS_AT
-            + 8
-            + host_length(sys_flag, BORNHOST_V6_BIT)
-            + 8
-            + host_length(sys_flag, STOREHOST_V6_BIT)
-            + 12
+        (_, _, crc, queue_id, _, queue_offset, phy, sys_flag, store_ts, body_len) = (
+            _SCAN_V4.unpack_from(view, position)
         )
-        (body_len,) = _I32.unpack_from(view, at)
-        body_at = at + 4
+        if sys_flag & HOSTS_V6_MASK:
+            stamp_at = position + _BORN_TS_AT + 8 + (20 if sys_flag & BORNHOST_V6_BIT else 8)
+            (store_ts,) = _STORE_TS.unpack_from(view, stamp_at)
+            at = stamp_at + 8 + (20 if sys_flag & STOREHOST_V6_BIT else 8) + 12
+            (body_len,) = _I32.unpack_from(view, at)
+            body_at = at + 4
+        else:
+            body_at = position + _SCAN_V4.size
         topic_at = body_at + body_len
         if magic == MESSAGE_MAGIC_V2:
             (topic_len,) = _U16.unpack_from(view, topic_at)
@@ -485,6 +487,7 @@ def scan_record(
         != crc
     ):
         raise RecordError(position, "body CRC mismatch")
+    props_at = topic_at + topic_len + 2
     return (
         total,
         phy,
@@ -492,4 +495,6 @@ def scan_record(
         queue_id,
         queue_offset,
         sys_flag,
+        store_ts,
+        view[props_at : props_at + props_len],
     )

@@ -40,6 +40,8 @@ from sidewinder.store.transient_pool import TransientStorePool
 
 log = structlog.get_logger(__name__)
 
+DISPATCH_PAUSE_S = 0.001
+
 
 class PutStatus(Enum):
     PUT_OK = "PUT_OK"
@@ -48,7 +50,8 @@ class PutStatus(Enum):
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ costs a microsecond per put.
+@dataclass(slots=True)
 class PutResult:
     status: PutStatus
     append: AppendResult | None = None
@@ -202,6 +205,7 @@ class MessageStore:
             self.markers.release()
             raise
         self.group_commit.flushed_offset = self.commit_log.max_offset
+        self.commit_log.files.prepare_next()
         if self.sync_flush:
             self.group_commit.start()
         else:
@@ -280,7 +284,7 @@ class MessageStore:
     async def put_message(self, message: MessageToStore) -> PutResult:
         """Append one message; durable per flushDiskType."""
         started = time.perf_counter()
-        result = self._append((message,))
+        result = self._append(message)
         if result.status is PutStatus.PUT_OK and self.sync_flush and _wants_wait(message):
             result = await self._await_flush(result)
         self._count(result, started)
@@ -295,11 +299,14 @@ class MessageStore:
         self._count(result, started)
         return result
 
-    def _append(self, messages: Sequence[MessageToStore]) -> PutResult:
+    def _append(self, messages: Sequence[MessageToStore] | MessageToStore) -> PutResult:
         failure = self._write_failure()
         if failure:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=failure)
-        append = self.commit_log.put_batch(messages, self.clock())
+        if isinstance(messages, MessageToStore):
+            append = self.commit_log.put(messages, self.clock())
+        else:
+            append = self.commit_log.put_batch(messages, self.clock())
         if append.status is AppendStatus.MESSAGE_ILLEGAL:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, append, append.remark)
         if self.sync_flush:
@@ -392,6 +399,9 @@ class MessageStore:
         loop = asyncio.get_running_loop()
         while True:
             await self._dispatch_wakeup.wait()
+            # A moment's pause gathers the appends of many puts into one round (RocketMQ's
+            # reput thread sleeps 1 ms between rounds too): fewer thread hand-offs per message.
+            await asyncio.sleep(DISPATCH_PAUSE_S)
             self._dispatch_wakeup.clear()
             limit = self.dispatch_limit
             if limit <= self.reput.offset:
@@ -406,8 +416,9 @@ class MessageStore:
                 log.error("store.dispatch_failed", reput_offset=self.reput.offset, error=repr(exc))
                 return
             for (topic, queue_id), max_offset in grown.items():
+                name = topic.decode("utf-8", "surrogateescape")
                 for listener in self.arrival_listeners:
-                    listener(topic, queue_id, max_offset)
+                    listener(name, queue_id, max_offset)
             if self.reput.offset < self.dispatch_limit:
                 self._dispatch_wakeup.set()
 

@@ -14,7 +14,7 @@ from sidewinder.store.dispatch import Dispatcher
 
 DISPATCH_BATCH = 4096
 
-QueueGrowth = dict[tuple[str, int], int]  # (topic, queue id) -> new max queue offset
+QueueGrowth = dict[tuple[bytes, int], int]  # (topic, queue id) -> new max queue offset
 
 
 class Reput:
@@ -29,13 +29,15 @@ class Reput:
         """Dispatch records from `offset` up to `limit` (at most `max_records`); queues grown."""
         grown: QueueGrowth = {}
         n = 0
-        for record in self.commit_log.records(self.offset):
-            if record.phy_offset + record.total_size > limit or n >= max_records:
+        dispatch = self.dispatcher.dispatch
+        for scanned in self.commit_log.scan(self.offset):
+            total, phy, topic, queue_id, queue_offset, _, store_ts, _ = scanned
+            if phy + total > limit or n >= max_records:
                 break
-            self.dispatcher.dispatch(record)
-            grown[(record.topic, record.queue_id)] = record.queue_offset + 1
-            self.offset = record.phy_offset + record.total_size
-            self.last_store_timestamp = record.store_timestamp
+            dispatch(scanned)
+            grown[(topic, queue_id)] = queue_offset + 1
+            self.offset = phy + total
+            self.last_store_timestamp = store_ts
             n += 1
         else:
             # Past the last record of a segment (its blank tail): continue in the next one.

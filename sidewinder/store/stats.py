@@ -49,7 +49,11 @@ class StoreStats:
         self.put_times_total += count
         self.put_size_total += size
         millis = int(elapsed_ms)
-        self.put_time_max_ms = max(self.put_time_max_ms, millis)
+        if millis == 0:  # nearly always: skip the search
+            self.put_latency[0] += 1
+            return
+        if millis > self.put_time_max_ms:
+            self.put_time_max_ms = millis
         self.put_latency[bisect.bisect_left(LATENCY_BOUNDS_MS, millis)] += 1
 
     def record_get(self, found: int, elapsed_ms: float) -> None:

@@ -131,10 +131,10 @@ def dispatch_ourselves(root: Path) -> None:
     index = IndexService(root / "index", SMALL_INDEX["maxHashSlotNum"], SMALL_INDEX["maxIndexNum"])
     index.load()
     dispatcher = Dispatcher(queues, index, parse_delay_levels(StoreConfig().message_delay_level))
-    for record in log.records():
-        dispatcher.dispatch(record)
-    for record in log.records():  # a second pass changes nothing
-        dispatcher.dispatch(record)
+    for scanned in log.scan():
+        dispatcher.dispatch(scanned)
+    for scanned in log.scan():  # a second pass changes nothing
+        dispatcher.dispatch(scanned)
     queues.flush()
     index.flush()
     queues.close()
