@@ -1,0 +1,223 @@
+"""Typed request and response headers, built from and into a command's extFields.
+
+Each header is a dataclass whose fields say their wire name, whether RocketMQ marks them
+@CFNotNull, and their Java type; parsing follows Java's rules (Integer/Long.parseLong digits
+only, Boolean.parseBoolean: only "true" in any case is true). A missing required field or a bad
+number raises HeaderError with RocketMQ's wording, which processors put in the remark.
+
+    header = SendMessageRequestHeader.from_ext(request.ext_fields, v2=True)
+    reply = request.reply(0, ext_fields=SendMessageResponseHeader(msg_id, 0, 7).to_ext())
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Self
+
+_INTEGER = re.compile(r"[+-]?\d+")
+_RANGES = {32: (-(1 << 31), (1 << 31) - 1), 64: (-(1 << 63), (1 << 63) - 1)}
+
+
+class HeaderError(ValueError):
+    """A request header that is missing a required field or holds an unparsable value."""
+
+
+def wire(name: str, *, required: bool = False, long: bool = False, default: Any = None) -> Any:
+    """A header field: its extFields key, @CFNotNull, and (for ints) Java long or int."""
+    return field(default=default, metadata={"wire": name, "required": required, "long": long})
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    attr: str
+    wire: str
+    kind: type
+    required: bool
+    bits: int
+
+
+class CommandHeader:
+    """Base of every typed header (a dataclass using `wire()` fields)."""
+
+    _specs: ClassVar[tuple[_Spec, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._specs = ()  # filled lazily: the dataclass decorator runs after this hook
+
+    @classmethod
+    def specs(cls) -> tuple[_Spec, ...]:
+        if not cls._specs:
+            hints = typing.get_type_hints(cls)
+            specs = []
+            for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+                kind = hints[f.name]
+                base = next(
+                    (t for t in (bool, int, str) if t is kind or t in typing.get_args(kind)), str
+                )
+                bits = 64 if f.metadata.get("long") else 32
+                specs.append(_Spec(f.name, f.metadata["wire"], base, f.metadata["required"], bits))
+            cls._specs = tuple(specs)
+        return cls._specs
+
+    @classmethod
+    def from_ext(cls, ext: dict[str, str] | None, *, names: dict[str, str] | None = None) -> Self:
+        """Parse extFields; `names` maps wire names to the short ones a V2 header uses."""
+        ext = ext or {}
+        values: dict[str, Any] = {}
+        for spec in cls.specs():
+            key = names.get(spec.wire, spec.wire) if names else spec.wire
+            raw = ext.get(key)
+            if raw is None:
+                if spec.required:
+                    raise HeaderError(f"the custom field <{spec.wire}> is null")
+                continue
+            values[spec.attr] = _parse(spec, raw)
+        return cls(**values)
+
+    def to_ext(self, *, names: dict[str, str] | None = None) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for spec in self.specs():
+            value = getattr(self, spec.attr)
+            if value is None:
+                continue
+            key = names.get(spec.wire, spec.wire) if names else spec.wire
+            if spec.kind is bool:
+                out[key] = "true" if value else "false"
+            else:
+                out[key] = str(value)
+        return out
+
+
+def _parse(spec: _Spec, raw: str) -> Any:
+    if spec.kind is str:
+        return raw
+    if spec.kind is bool:
+        return raw.lower() == "true"
+    if not _INTEGER.fullmatch(raw):
+        raise HeaderError(f"the custom field <{spec.wire}> is {raw!r}, not a number")
+    value = int(raw)
+    low, high = _RANGES[spec.bits]
+    if not low <= value <= high:
+        raise HeaderError(f"the custom field <{spec.wire}> = {raw} is out of range")
+    return value
+
+
+# -- headers ----------------------------------------------------------------------------------
+@dataclass(slots=True)
+class SendMessageRequestHeader(CommandHeader):
+    producer_group: str = wire("producerGroup", required=True)
+    topic: str = wire("topic", required=True)
+    default_topic: str = wire("defaultTopic", required=True)
+    default_topic_queue_nums: int = wire("defaultTopicQueueNums", required=True)
+    queue_id: int = wire("queueId", required=True)
+    sys_flag: int = wire("sysFlag", required=True)
+    born_timestamp: int = wire("bornTimestamp", required=True, long=True)
+    flag: int = wire("flag", required=True)
+    properties: str | None = wire("properties")
+    reconsume_times: int | None = wire("reconsumeTimes")
+    unit_mode: bool | None = wire("unitMode")
+    batch: bool | None = wire("batch")
+    max_reconsume_times: int | None = wire("maxReconsumeTimes")
+    broker_name: str | None = wire("brokerName")
+
+
+# SendMessageRequestHeaderV2 (code 310, 320): the same fields under one-letter names.
+SEND_V2_NAMES = {
+    "producerGroup": "a",
+    "topic": "b",
+    "defaultTopic": "c",
+    "defaultTopicQueueNums": "d",
+    "queueId": "e",
+    "sysFlag": "f",
+    "bornTimestamp": "g",
+    "flag": "h",
+    "properties": "i",
+    "reconsumeTimes": "j",
+    "unitMode": "k",
+    "maxReconsumeTimes": "l",
+    "batch": "m",
+    "brokerName": "n",
+}
+
+
+@dataclass(slots=True)
+class SendMessageResponseHeader(CommandHeader):
+    msg_id: str = wire("msgId", required=True)
+    queue_id: int = wire("queueId", required=True)
+    queue_offset: int = wire("queueOffset", required=True, long=True)
+    transaction_id: str | None = wire("transactionId")
+
+
+@dataclass(slots=True)
+class PullMessageRequestHeader(CommandHeader):
+    consumer_group: str = wire("consumerGroup", required=True)
+    topic: str = wire("topic", required=True)
+    queue_id: int = wire("queueId", required=True)
+    queue_offset: int = wire("queueOffset", required=True, long=True)
+    max_msg_nums: int = wire("maxMsgNums", required=True)
+    sys_flag: int = wire("sysFlag", required=True)
+    commit_offset: int = wire("commitOffset", required=True, long=True)
+    suspend_timeout_millis: int = wire("suspendTimeoutMillis", required=True, long=True)
+    sub_version: int = wire("subVersion", required=True, long=True)
+    subscription: str | None = wire("subscription")
+    expression_type: str | None = wire("expressionType")
+
+
+@dataclass(slots=True)
+class PullMessageResponseHeader(CommandHeader):
+    suggest_which_broker_id: int = wire("suggestWhichBrokerId", required=True, long=True)
+    next_begin_offset: int = wire("nextBeginOffset", required=True, long=True)
+    min_offset: int = wire("minOffset", required=True, long=True)
+    max_offset: int = wire("maxOffset", required=True, long=True)
+
+
+@dataclass(slots=True)
+class GetRouteInfoRequestHeader(CommandHeader):
+    topic: str = wire("topic", required=True)
+    accept_standard_json_only: bool | None = wire("acceptStandardJsonOnly")
+
+
+@dataclass(slots=True)
+class TopicQueueRequestHeader(CommandHeader):
+    """GET_MAX_OFFSET, GET_MIN_OFFSET, GET_EARLIEST_MSG_STORETIME."""
+
+    topic: str = wire("topic", required=True)
+    queue_id: int = wire("queueId", required=True)
+
+
+@dataclass(slots=True)
+class SearchOffsetRequestHeader(CommandHeader):
+    topic: str = wire("topic", required=True)
+    queue_id: int = wire("queueId", required=True)
+    timestamp: int = wire("timestamp", required=True, long=True)
+
+
+@dataclass(slots=True)
+class OffsetResponseHeader(CommandHeader):
+    offset: int = wire("offset", required=True, long=True)
+
+
+@dataclass(slots=True)
+class QueryConsumerOffsetRequestHeader(CommandHeader):
+    consumer_group: str = wire("consumerGroup", required=True)
+    topic: str = wire("topic", required=True)
+    queue_id: int = wire("queueId", required=True)
+
+
+@dataclass(slots=True)
+class UpdateConsumerOffsetRequestHeader(CommandHeader):
+    consumer_group: str = wire("consumerGroup", required=True)
+    topic: str = wire("topic", required=True)
+    queue_id: int = wire("queueId", required=True)
+    commit_offset: int = wire("commitOffset", required=True, long=True)
+
+
+@dataclass(slots=True)
+class UnregisterClientRequestHeader(CommandHeader):
+    client_id: str = wire("clientID", required=True)
+    producer_group: str | None = wire("producerGroup")
+    consumer_group: str | None = wire("consumerGroup")

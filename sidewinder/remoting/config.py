@@ -1,0 +1,23 @@
+"""The remoting server's section of broker.conf / namesrv.conf (RocketMQ's NettyServerConfig)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sidewinder.remoting.codec import DEFAULT_MAX_FRAME
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word.capitalize() for word in rest)
+
+
+class ServerConfig(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=_camel, populate_by_name=True, frozen=True, extra="ignore"
+    )
+
+    listen_port: int = Field(10911, ge=0, le=65535)
+    server_channel_max_idle_time_seconds: int = Field(120, ge=0)
+    # com.rocketmq.remoting.frameMaxLength in RocketMQ (a system property there).
+    frame_max_length: int = Field(DEFAULT_MAX_FRAME, gt=8)

@@ -1,0 +1,149 @@
+"""One remoting connection, either side: frames in through the codec, requests to the processor
+table, responses to whoever awaits their opaque, frames out batched once per loop turn.
+
+Server and client use the same class: a broker calls its clients (CHECK_TRANSACTION_STATE,
+NOTIFY_CONSUMER_IDS_CHANGED) and clients answer with their own processor table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import cast
+
+import structlog
+
+from sidewinder.protocol.command import ONEWAY_FLAG, RemotingCommand
+from sidewinder.remoting.codec import DEFAULT_MAX_FRAME, FrameDecoder, FrameError, encode_command
+from sidewinder.remoting.dispatch import ProcessorTable, RequestContext
+
+log = structlog.get_logger(__name__)
+
+
+class RemotingError(Exception):
+    """Base of the remoting layer's errors."""
+
+
+class RemotingTimeoutError(RemotingError, TimeoutError):
+    """No response within the timeout; the pending entry is gone."""
+
+
+class RemotingConnectError(RemotingError, ConnectionError):
+    """The connection could not be made, or closed with the call pending."""
+
+
+class Connection(asyncio.Protocol):
+    def __init__(
+        self,
+        table: ProcessorTable | None,
+        *,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        on_open: Callable[[Connection], None] | None = None,
+        on_close: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self.table = table
+        self.decoder = FrameDecoder(max_frame)
+        self._on_open = on_open
+        self._on_close = on_close
+        self.transport: asyncio.Transport | None = None
+        self.remote_address = "?"
+        self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._outbox: list[bytes | bytearray | memoryview] = []
+        self._flush_scheduled = False
+        self.last_active = time.monotonic()
+        self.closed = asyncio.get_running_loop().create_future()
+        self._ctx = RequestContext(self)
+
+    # -- asyncio.Protocol ------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses, but have its methods.
+        self.transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.remote_address = f"{peer[0]}:{peer[1]}"
+        if self._on_open is not None:
+            self._on_open(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        self.decoder.feed(data)
+        try:
+            for command in self.decoder.commands():
+                self._received(command)
+        except FrameError as exc:
+            log.warning("remoting.bad_frame", peer=self.remote_address, error=str(exc))
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        error = RemotingConnectError(f"connection to {self.remote_address} closed")
+        for future in self.pending.values():
+            if not future.done():
+                future.set_exception(error)
+        self.pending.clear()
+        if not self.closed.done():
+            self.closed.set_result(None)
+        if self._on_close is not None:
+            self._on_close(self)
+
+    # -- traffic ----------------------------------------------------------------------------------
+    def _received(self, command: RemotingCommand) -> None:
+        if command.is_response:
+            future = self.pending.pop(command.opaque, None)
+            if future is not None and not future.done():
+                future.set_result(command)
+            return
+        if self.table is None:
+            return  # nothing serves requests on this side
+        self.table.dispatch(self._ctx, command, self._reply_for(command))
+
+    def _reply_for(self, request: RemotingCommand) -> Callable[[RemotingCommand], None]:
+        if request.is_oneway:
+            return _drop
+        return self.send
+
+    def send(self, command: RemotingCommand) -> None:
+        """Queue a frame; all frames queued in one loop turn go out in one write."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        self._outbox += encode_command(command)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        out, self._outbox = self._outbox, []
+        if out and self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(out)
+            self.last_active = time.monotonic()
+
+    async def invoke(self, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """Send a request and await its response (matched by opaque)."""
+        if self.transport is None or self.transport.is_closing():
+            raise RemotingConnectError(f"connection to {self.remote_address} is closed")
+        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self.pending[request.opaque] = future
+        self.send(request)
+        try:
+            return await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            raise RemotingTimeoutError(
+                f"no response to code {request.code} (opaque {request.opaque}) from "
+                f"{self.remote_address} within {timeout_s * 1000:.0f} ms"
+            ) from None
+        finally:
+            self.pending.pop(request.opaque, None)
+
+    def invoke_oneway(self, request: RemotingCommand) -> None:
+        request.flag |= ONEWAY_FLAG
+        self.send(request)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self._flush()
+            self.transport.close()
+
+
+def _drop(_: RemotingCommand) -> None:
+    """Oneway requests get no response."""
