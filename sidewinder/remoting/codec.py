@@ -39,6 +39,11 @@ _I32 = struct.Struct(">i")
 _LANGUAGES = {language.name: language for language in LanguageCode}
 _BY_NUMBER = {int(language): language for language in LanguageCode}
 _SERIALIZE_TYPES = {int(t): t for t in SerializeType}
+_BY_NAME_OR_NUMBER: dict[object, LanguageCode] = {**_LANGUAGES, **_BY_NUMBER}
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+# Made once: json.dumps with options builds a new encoder on every call.
+_JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_JSON_DECODER = json.JSONDecoder()
 
 
 class FrameError(ValueError):
@@ -67,33 +72,74 @@ def _language(value: object) -> LanguageCode:
     raise FrameError(f"unknown language {value!r}")
 
 
-def _int_field(header: dict[str, object], name: str, default: int | None = None) -> int:
-    value = header.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise FrameError(f"header field {name!r} is {value!r}, not an integer")
-    if not -(1 << 31) <= value < 1 << 31:
-        raise FrameError(f"header field {name!r} = {value} does not fit an int32")
-    return value
+def _check_ints(**fields: object) -> None:
+    """Say which header integer is bad (the fast path found one that is)."""
+    for name, value in fields.items():
+        if type(value) is not int:
+            raise FrameError(f"header field {name!r} is {value!r}, not an integer")
+        if not _INT32_MIN <= value <= _INT32_MAX:
+            raise FrameError(f"header field {name!r} = {value} does not fit an int32")
+
+
+def _command(
+    code: object,
+    language: object,
+    version: object,
+    opaque: object,
+    flag: object,
+    remark: object,
+    ext: object,
+    serialize_type: SerializeType,
+) -> RemotingCommand:
+    """A command from decoded header values, checked (the decoders' common tail)."""
+    if not (
+        type(code) is int
+        and type(version) is int
+        and type(opaque) is int
+        and type(flag) is int
+        and _INT32_MIN <= code <= _INT32_MAX
+        and _INT32_MIN <= version <= _INT32_MAX
+        and _INT32_MIN <= opaque <= _INT32_MAX
+        and _INT32_MIN <= flag <= _INT32_MAX
+    ):
+        _check_ints(code=code, version=version, opaque=opaque, flag=flag)
+    if remark is not None and type(remark) is not str:
+        raise FrameError(f"remark is {remark!r}, not a string")
+    if ext is not None:
+        if type(ext) is not dict:
+            raise FrameError(f"extFields is a {type(ext).__name__}, not an object")
+        for value in ext.values():
+            if type(value) is not str:
+                ext = {str(k): _ext_value(v) for k, v in ext.items() if v is not None}
+                break
+    lang = _BY_NAME_OR_NUMBER.get(language) if type(language) in (str, int) else None
+    return RemotingCommand(
+        code,  # type: ignore[arg-type]
+        lang if lang is not None else _language(language),
+        version,  # type: ignore[arg-type]
+        opaque,  # type: ignore[arg-type]
+        flag,  # type: ignore[arg-type]
+        remark,  # type: ignore[arg-type]
+        ext,  # type: ignore[arg-type]
+        None,
+        serialize_type,
+    )
 
 
 def _from_mapping(header: object, serialize_type: SerializeType) -> RemotingCommand:
-    if not isinstance(header, dict):
+    if type(header) is not dict:
         raise FrameError(f"the header is a {type(header).__name__}, not an object")
-    ext = header.get("extFields")
-    if ext is not None and not isinstance(ext, dict):
-        raise FrameError(f"extFields is a {type(ext).__name__}, not an object")
-    remark = header.get("remark")
-    if remark is not None and not isinstance(remark, str):
-        raise FrameError(f"remark is {remark!r}, not a string")
-    return RemotingCommand(
-        _int_field(header, "code"),
-        _language(header.get("language", "JAVA")),
-        _int_field(header, "version", 0),
-        _int_field(header, "opaque", 0),
-        _int_field(header, "flag", 0),
-        remark,
-        None if ext is None else {str(k): _ext_value(v) for k, v in ext.items() if v is not None},
-        None,
+    if "code" not in header:
+        raise FrameError("the header has no code")
+    get = header.get
+    return _command(
+        header["code"],
+        get("language", "JAVA"),
+        get("version", 0),
+        get("opaque", 0),
+        get("flag", 0),
+        get("remark"),
+        get("extFields"),
         serialize_type,
     )
 
@@ -116,12 +162,12 @@ def encode_json_header(command: RemotingCommand) -> bytes:
         header["remark"] = command.remark
     header["serializeTypeCurrentRPC"] = "JSON"
     header["version"] = command.version
-    return json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    return _JSON_ENCODER.encode(header).encode()
 
 
 def decode_json_header(data: bytes) -> RemotingCommand:
     try:
-        header = json.loads(data)
+        header = _JSON_DECODER.decode(data.decode())
     except (ValueError, RecursionError) as exc:
         raise FrameError(f"JSON header does not parse: {exc}") from None
     return _from_mapping(header, SerializeType.JSON)
@@ -168,15 +214,16 @@ def decode_binary_header(data: bytes) -> RemotingCommand:
         if ext_len:
             ext = {}
             end = at + ext_len
+            unpack_short, unpack_int = _I16.unpack_from, _I32.unpack_from
             while at < end:
-                key_len = int.from_bytes(data[at : at + 2], "big", signed=True)
-                key_end = at + 2 + key_len
-                value_len = int.from_bytes(data[key_end : key_end + 4], "big", signed=True)
-                value_end = key_end + 4 + value_len
-                if key_len <= 0 or value_len < 0 or value_end > end:
-                    raise FrameError(f"extFields entry at byte {at} runs past its section")
-                ext[data[at + 2 : key_end].decode()] = data[key_end + 4 : value_end].decode()
-                at = value_end
+                (key_len,) = unpack_short(data, at)
+                key_at = at + 2
+                value_at = key_at + key_len + 4
+                (value_len,) = unpack_int(data, value_at - 4)
+                at = value_at + value_len
+                if key_len <= 0 or value_len < 0 or at > end:
+                    raise FrameError(f"extFields entry at byte {key_at - 2} runs past its section")
+                ext[data[key_at : value_at - 4].decode()] = data[value_at:at].decode()
     except struct.error as exc:
         raise FrameError(f"binary header is truncated: {exc}") from None
     except UnicodeDecodeError as exc:
@@ -205,24 +252,14 @@ def encode_msgpack_header(command: RemotingCommand) -> bytes:
 def decode_msgpack_header(data: bytes) -> RemotingCommand:
     try:
         fields = msgpack.unpackb(data, raw=False, strict_map_key=True)
-    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError) as exc:
         raise FrameError(f"msgpack header does not parse: {exc}") from None
-    if not isinstance(fields, list) or len(fields) != 7:
+    if type(fields) is not list or len(fields) != 7:
         raise FrameError("a msgpack header is a list of 7 fields")
     code, language, version, opaque, flag, remark, ext = fields
-    header = {
-        "code": code,
-        "language": language,
-        "version": version,
-        "opaque": opaque,
-        "flag": flag,
-        "remark": remark,
-        "extFields": ext,
-    }
-    command = _from_mapping(header, SerializeType.MSGPACK)
-    if ext is not None and any(not isinstance(v, str) for v in ext.values()):
-        raise FrameError("msgpack extFields values are strings")
-    return command
+    if type(language) is bool:
+        raise FrameError(f"unknown language {language!r}")
+    return _command(code, language, version, opaque, flag, remark, ext, SerializeType.MSGPACK)
 
 
 _ENCODERS = {
