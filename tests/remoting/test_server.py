@@ -293,3 +293,20 @@ def test_frames_split_anywhere_by_a_raw_peer_still_decode(harness_port: int) -> 
             decoder.feed(sock.recv(65536))
             got = list(decoder.commands())
     assert got[0].body_bytes == b"x" * 100 and got[0].is_response
+
+
+async def test_callbacks_get_the_response_or_the_error(harness: Harness) -> None:
+    client = RemotingClient()
+    outcomes: list[tuple[int | None, str | None]] = []
+
+    def record(response: RemotingCommand | None, error: BaseException | None) -> None:
+        outcomes.append(
+            (response.code if response else None, type(error).__name__ if error else None)
+        )
+
+    await client.invoke_with_callback(harness.address, request(ECHO), 3, record)
+    await client.invoke_with_callback(
+        harness.address, request(SLOW_UNLIMITED, sleep="1"), 0.05, record
+    )
+    assert outcomes == [(0, None), (None, "RemotingTimeoutError")]
+    await client.close()
