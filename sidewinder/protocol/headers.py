@@ -221,3 +221,54 @@ class UnregisterClientRequestHeader(CommandHeader):
     client_id: str = wire("clientID", required=True)
     producer_group: str | None = wire("producerGroup")
     consumer_group: str | None = wire("consumerGroup")
+
+
+@dataclass(slots=True)
+class RegisterBrokerRequestHeader(CommandHeader):
+    broker_name: str = wire("brokerName", required=True)
+    broker_addr: str = wire("brokerAddr", required=True)
+    cluster_name: str = wire("clusterName", required=True)
+    ha_server_addr: str = wire("haServerAddr", required=True)
+    broker_id: int = wire("brokerId", required=True, long=True)
+    compressed: bool | None = wire("compressed")
+    body_crc32: int | None = wire("bodyCrc32")
+
+
+@dataclass(slots=True)
+class RegisterBrokerResponseHeader(CommandHeader):
+    ha_server_addr: str | None = wire("haServerAddr")
+    master_addr: str | None = wire("masterAddr")
+
+
+@dataclass(slots=True)
+class BrokerIdentityHeader(CommandHeader):
+    """UNREGISTER_BROKER and QUERY_DATA_VERSION."""
+
+    broker_name: str = wire("brokerName", required=True)
+    broker_addr: str = wire("brokerAddr", required=True)
+    cluster_name: str = wire("clusterName", required=True)
+    broker_id: int = wire("brokerId", required=True, long=True)
+
+
+@dataclass(slots=True)
+class TopicHeader(CommandHeader):
+    """DELETE_TOPIC_IN_NAMESRV, DELETE_TOPIC_IN_BROKER, GET_TOPIC_STATS_INFO, ..."""
+
+    topic: str = wire("topic", required=True)
+
+
+@dataclass(slots=True)
+class ClusterHeader(CommandHeader):
+    cluster: str = wire("cluster", required=True)
+
+
+@dataclass(slots=True)
+class BrokerNameHeader(CommandHeader):
+    broker_name: str = wire("brokerName", required=True)
+
+
+@dataclass(slots=True)
+class KVConfigHeader(CommandHeader):
+    namespace: str = wire("namespace", required=True)
+    key: str | None = wire("key")
+    value: str | None = wire("value")

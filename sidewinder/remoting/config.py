@@ -4,17 +4,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sidewinder.common.config import camel
 from sidewinder.remoting.codec import DEFAULT_MAX_FRAME
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(word.capitalize() for word in rest)
 
 
 class ServerConfig(BaseModel):
     model_config = ConfigDict(
-        alias_generator=_camel, populate_by_name=True, frozen=True, extra="ignore"
+        alias_generator=camel, populate_by_name=True, frozen=True, extra="ignore"
     )
 
     listen_port: int = Field(10911, ge=0, le=65535)

@@ -16,8 +16,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from pydantic.alias_generators import to_camel
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from sidewinder.common.config import ConfigError, camel, from_properties
+
+__all__ = ["BrokerRole", "ConfigError", "FlushDiskType", "StoreConfig"]
 
 
 class FlushDiskType(StrEnum):
@@ -31,10 +34,6 @@ class BrokerRole(StrEnum):
     SLAVE = "SLAVE"
 
 
-class ConfigError(ValueError):
-    """A broker.conf value that cannot be used; the message names the key and the value."""
-
-
 def _home_store() -> Path:
     return Path.home() / "store"
 
@@ -46,7 +45,7 @@ _ALIASES = {
 
 
 def _alias(name: str) -> str:
-    return _ALIASES.get(name) or to_camel(name)
+    return camel(name, _ALIASES)
 
 
 class StoreConfig(BaseModel):
@@ -139,17 +138,7 @@ class StoreConfig(BaseModel):
     @classmethod
     def from_properties(cls, values: Mapping[str, Any]) -> StoreConfig:
         """The store section of a flat broker.conf mapping (keys of other sections ignored)."""
-        try:
-            return cls.model_validate(dict(values))
-        except ValidationError as exc:
-            problems = []
-            for err in exc.errors():
-                name = str(err["loc"][0]) if err["loc"] else "?"
-                key = _alias(name) if name in cls.model_fields else name
-                problems.append(f"{key}={values.get(key, err.get('input'))!r}: {err['msg']}")
-            raise ConfigError(
-                "bad store setting(s) in broker.conf: " + "; ".join(problems)
-            ) from None
+        return from_properties(cls, values, "broker.conf (store)")
 
     @classmethod
     def conf_keys(cls) -> set[str]:

@@ -1,0 +1,55 @@
+"""namesrv.conf: RocketMQ's NamesrvConfig keys plus the remoting server's (one flat file)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sidewinder.common.config import camel, from_properties
+from sidewinder.remoting.config import ServerConfig
+
+
+def _home() -> Path:
+    return Path.home() / "namesrv"
+
+
+class NamesrvConfig(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=camel, populate_by_name=True, frozen=True, extra="ignore"
+    )
+
+    rocketmq_home: str = ""
+    kv_config_path: Path = Field(default_factory=lambda: _home() / "kvConfig.json")
+    config_store_path: Path = Field(default_factory=lambda: _home() / "namesrv.properties")
+    product_env_name: str = "center"
+    cluster_test: bool = False
+    order_message_enable: bool = False
+    server: ServerConfig = Field(default_factory=lambda: ServerConfig(listen_port=9876))
+
+    @classmethod
+    def from_properties(cls, values: Mapping[str, Any]) -> NamesrvConfig:
+        server_values = {"listenPort": "9876", **values}
+        server = from_properties(ServerConfig, server_values, "namesrv.conf")
+        own = from_properties(
+            cls, {k: v for k, v in values.items() if k != "server"}, "namesrv.conf"
+        )
+        return own.model_copy(update={"server": server})
+
+    @classmethod
+    def conf_keys(cls) -> set[str]:
+        own = {f.alias or name for name, f in cls.model_fields.items() if name != "server"}
+        return own | {f.alias or name for name, f in ServerConfig.model_fields.items()}
+
+    def as_properties(self) -> dict[str, str]:
+        """Every effective setting as key=value text (`mqnamesrv -p`)."""
+        out = {
+            f.alias or name: str(getattr(self, name))
+            for name, f in type(self).model_fields.items()
+            if name != "server"
+        }
+        for name, f in ServerConfig.model_fields.items():
+            out[f.alias or name] = str(getattr(self.server, name))
+        return {k: v.lower() if v in ("True", "False") else v for k, v in sorted(out.items())}

@@ -1,0 +1,64 @@
+"""Remoting bodies as RocketMQ's fastjson writes and reads them.
+
+fastjson writes map keys that are integers without quotes (`"brokerAddrs":{0:"host:port"}`),
+which 4.x clients before 4.9.4 expect in routes; standard JSON is `{"0":...}`. `dumps` writes
+either; `loads` reads both. Objects are written with their fields in alphabetical order, as
+fastjson does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+_STRING = json.JSONEncoder(ensure_ascii=False).encode
+# A bare integer key right after `{` or `,`, outside string literals.
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|([{,]\s*)(-?\d+)(\s*:)')
+
+
+def dumps(value: Any, *, fastjson: bool = True, sort_keys: bool = True) -> str:
+    """JSON text; with `fastjson`, integer dict keys come out unquoted."""
+    parts: list[str] = []
+    _write(value, parts, fastjson, sort_keys)
+    return "".join(parts)
+
+
+def _write(value: Any, out: list[str], fastjson: bool, sort_keys: bool) -> None:
+    if isinstance(value, dict):
+        out.append("{")
+        items = list(value.items())
+        if sort_keys and all(isinstance(k, str) for k in value):
+            items.sort()
+        for n, (key, item) in enumerate(items):
+            if n:
+                out.append(",")
+            if isinstance(key, bool) or not isinstance(key, int):
+                out.append(_STRING(str(key)))
+            else:
+                out.append(str(key) if fastjson else f'"{key}"')
+            out.append(":")
+            _write(item, out, fastjson, sort_keys)
+        out.append("}")
+    elif isinstance(value, list | tuple | set | frozenset):
+        out.append("[")
+        for n, item in enumerate(value):
+            if n:
+                out.append(",")
+            _write(item, out, fastjson, sort_keys)
+        out.append("]")
+    else:
+        out.append(json.dumps(value, ensure_ascii=False))
+
+
+def loads(text: str | bytes) -> Any:
+    """Parse standard JSON or fastjson's form of it (ValueError when it is neither)."""
+    if isinstance(text, bytes):
+        text = text.decode()
+
+    def quote(match: re.Match[str]) -> str:
+        if match.group(1) is None:
+            return match.group(0)
+        return f'{match.group(1)}"{match.group(2)}"{match.group(3)}'
+
+    return json.loads(_TOKENS.sub(quote, text))
