@@ -1,8 +1,8 @@
 """Sidewinder's own daemons as bench processes: started on free 127.0.0.1 ports, stopped by pid.
 
-    namesrv = SidewinderNamesrv(workdir).start()     # python -m sidewinder.namesrv -c conf
-    ... namesrv.addr ...
-    namesrv.stop()                                   # SIGTERM, then the exit code
+namesrv = SidewinderNamesrv(workdir).start()     # python -m sidewinder.namesrv -c conf
+... namesrv.addr ...
+namesrv.stop()                                   # SIGTERM, then the exit code
 """
 
 from __future__ import annotations
@@ -55,8 +55,9 @@ class SidewinderNamesrv:
     def start(self) -> SidewinderNamesrv:
         self.process.start()
         self.process.wait_ready(
-            lambda: self.process.output_contains("boot success")
-            and can_connect("127.0.0.1", self.port),
+            lambda: (
+                self.process.output_contains("boot success") and can_connect("127.0.0.1", self.port)
+            ),
             self.startup_timeout_s,
         )
         return self
