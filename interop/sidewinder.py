@@ -67,3 +67,101 @@ class SidewinderNamesrv:
 
     def kill(self) -> int | None:
         return self.process.kill()
+
+
+def sidewinder_broker_conf(
+    *, store: Path, namesrv_addr: str, listen_port: int, broker_name: str = "broker-a"
+) -> dict[str, Any]:
+    """broker.conf for a test broker, the same settings the RocketMQ bench broker gets."""
+    from interop.rocketmq import test_broker_conf
+
+    return test_broker_conf(
+        broker_name=broker_name, store=store, namesrv_addr=namesrv_addr, listen_port=listen_port
+    )
+
+
+class SidewinderCluster:
+    """Our name server and one master broker as real processes, the bench's second target."""
+
+    kind = "sidewinder"
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        broker_conf: dict[str, Any] | None = None,
+        startup_timeout_s: float = 60.0,
+    ) -> None:
+        self.workdir = Path(workdir)
+        self.namesrv = SidewinderNamesrv(self.workdir / "namesrv")
+        overrides = dict(broker_conf or {})
+        self.broker_port = int(overrides.get("listenPort") or free_port_block((-2, 0, 1)))
+        self.store_path = Path(overrides.get("storePathRootDir") or self.workdir / "store")
+        conf = sidewinder_broker_conf(
+            store=self.store_path, namesrv_addr=self.namesrv.addr, listen_port=self.broker_port
+        )
+        conf.update({k: v for k, v in overrides.items() if v is not None})
+        self.broker_conf = conf
+        self.broker_name = str(conf["brokerName"])
+        self.cluster_name = str(conf["brokerClusterName"])
+        write_properties(self.workdir / "broker.conf", conf)
+        self.startup_timeout_s = startup_timeout_s
+        self.broker = ManagedProcess(
+            "sidewinder broker",
+            [sys.executable, "-m", "sidewinder.broker", "-c", str(self.workdir / "broker.conf")],
+            self.workdir / "broker.out",
+            env=python_env(self.workdir),
+            cwd=self.workdir,
+        )
+
+    @property
+    def namesrv_addr(self) -> str:
+        return self.namesrv.addr
+
+    @property
+    def broker_addr(self) -> str:
+        return f"127.0.0.1:{self.broker_port}"
+
+    def start(self) -> SidewinderCluster:
+        self.namesrv.start()
+        try:
+            self.start_broker()
+        except BaseException:
+            self.namesrv.kill()
+            raise
+        return self
+
+    def start_broker(self) -> None:
+        marker = self.broker.out_path.stat().st_size if self.broker.out_path.exists() else 0
+
+        def booted() -> bool:
+            with open(self.broker.out_path, "rb") as out:
+                out.seek(marker)
+                return b"boot success" in out.read()
+
+        self.broker.start()
+        self.broker.wait_ready(
+            lambda: booted() and can_connect("127.0.0.1", self.broker_port),
+            self.startup_timeout_s,
+        )
+
+    def stop_broker(self, timeout_s: float = 30.0) -> int | None:
+        return self.broker.stop(timeout_s)
+
+    def kill_broker(self) -> int | None:
+        return self.broker.kill()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        self.broker.stop(timeout_s)
+        self.namesrv.stop(timeout_s)
+
+    def kill(self) -> None:
+        self.broker.kill()
+        self.namesrv.kill()
+
+    def restart(self) -> None:
+        self.stop_broker()
+        self.start_broker()
+
+    def __repr__(self) -> str:
+        return f"SidewinderCluster(namesrv={self.namesrv_addr}, broker={self.broker_addr})"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from interop.rocketmq import RocketMQCluster
+from interop.sidewinder import SidewinderCluster
 
 
 class ClusterTarget(Protocol):
@@ -53,6 +54,7 @@ TargetFactory = Callable[..., ClusterTarget]
 
 TARGET_KINDS: dict[str, TargetFactory] = {
     "rocketmq": RocketMQCluster,
+    "sidewinder": SidewinderCluster,
 }
 
 

@@ -17,6 +17,21 @@ _STRING = json.JSONEncoder(ensure_ascii=False).encode
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|([{,]\s*)(-?\d+)(\s*:)')
 
 
+class ObjectKey:
+    """A map key that is an object (fastjson writes `{{"topic":"T","queueId":0}:...}`)."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, **fields: Any) -> None:
+        self.fields = fields
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.fields.items())))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ObjectKey) and other.fields == self.fields
+
+
 def dumps(value: Any, *, fastjson: bool = True, sort_keys: bool = True) -> str:
     """JSON text; with `fastjson`, integer dict keys come out unquoted."""
     parts: list[str] = []
@@ -33,7 +48,9 @@ def _write(value: Any, out: list[str], fastjson: bool, sort_keys: bool) -> None:
         for n, (key, item) in enumerate(items):
             if n:
                 out.append(",")
-            if isinstance(key, bool) or not isinstance(key, int):
+            if isinstance(key, ObjectKey):
+                _write(key.fields, out, fastjson, sort_keys)
+            elif isinstance(key, bool) or not isinstance(key, int):
                 out.append(_STRING(str(key)))
             else:
                 out.append(str(key) if fastjson else f'"{key}"')

@@ -272,3 +272,56 @@ class KVConfigHeader(CommandHeader):
     namespace: str = wire("namespace", required=True)
     key: str | None = wire("key")
     value: str | None = wire("value")
+
+
+@dataclass(slots=True)
+class QueryMessageRequestHeader(CommandHeader):
+    topic: str = wire("topic", required=True)
+    key: str = wire("key", required=True)
+    max_num: int = wire("maxNum", required=True)
+    begin_timestamp: int = wire("beginTimestamp", required=True, long=True)
+    end_timestamp: int = wire("endTimestamp", required=True, long=True)
+
+
+@dataclass(slots=True)
+class QueryMessageResponseHeader(CommandHeader):
+    index_last_update_timestamp: int = wire("indexLastUpdateTimestamp", required=True, long=True)
+    index_last_update_phyoffset: int = wire("indexLastUpdatePhyoffset", required=True, long=True)
+
+
+@dataclass(slots=True)
+class ViewMessageRequestHeader(CommandHeader):
+    offset: int = wire("offset", required=True, long=True)
+
+
+@dataclass(slots=True)
+class CreateTopicRequestHeader(CommandHeader):
+    topic: str = wire("topic", required=True)
+    default_topic: str = wire("defaultTopic", required=True)
+    read_queue_nums: int = wire("readQueueNums", required=True)
+    write_queue_nums: int = wire("writeQueueNums", required=True)
+    perm: int = wire("perm", required=True)
+    topic_filter_type: str = wire("topicFilterType", required=True)
+    topic_sys_flag: int | None = wire("topicSysFlag")
+    order: bool = wire("order", required=True)
+
+
+@dataclass(slots=True)
+class ConsumerGroupHeader(CommandHeader):
+    """GET_CONSUMER_LIST_BY_GROUP, GET_CONSUMER_CONNECTION_LIST."""
+
+    consumer_group: str = wire("consumerGroup", required=True)
+
+
+@dataclass(slots=True)
+class ConsumeStatsRequestHeader(CommandHeader):
+    consumer_group: str = wire("consumerGroup", required=True)
+    topic: str | None = wire("topic")
+
+
+@dataclass(slots=True)
+class GroupNameHeader(CommandHeader):
+    """DELETE_SUBSCRIPTIONGROUP."""
+
+    group_name: str = wire("groupName", required=True)
+    remove_offset: bool | None = wire("removeOffset")

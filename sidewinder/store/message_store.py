@@ -14,6 +14,7 @@ beyond the flushed offset.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -496,6 +497,29 @@ class MessageStore:
             return None
         start = entry.phy_offset - segment.file_from_offset
         return segment.buffer[start : start + entry.size]
+
+    def record_bytes(self, phy_offset: int, size: int) -> memoryview | None:
+        """The stored record at `phy_offset` as a view of mapped memory (for replies)."""
+        segment = self.commit_log.files.find(phy_offset)
+        if segment is None or phy_offset + size > segment.end_offset:
+            return None
+        start = phy_offset - segment.file_from_offset
+        return segment.buffer[start : start + size]
+
+    async def delete_topic(self, topic: str) -> None:
+        """Forget a topic's queues and their files (cleanUnusedTopic); its CommitLog records
+        stay until cleanup. Runs on the dispatch thread, which owns the queues."""
+
+        def drop() -> None:
+            for key in [k for k in self.queues.queues if k[0] == topic]:
+                queue = self.queues.queues.pop(key)
+                queue.close()
+                shutil.rmtree(queue.files.directory, ignore_errors=True)
+            shutil.rmtree(self.queues.root / topic, ignore_errors=True)
+
+        await asyncio.get_running_loop().run_in_executor(self._dispatch_executor, drop)
+        for key in [k for k in self.commit_log.queue_offsets if k[0] == topic]:
+            del self.commit_log.queue_offsets[key]
 
     def lookup_message_by_offset(self, phy_offset: int) -> MessageRecord | None:
         return self.commit_log.record_at(phy_offset)

@@ -1,0 +1,79 @@
+"""mqbroker: the broker. `mqbroker [-n "ns1:9876;ns2:9876"] [-c broker.conf] [-p]`.
+
+SIGTERM / SIGINT: unregister from the name servers, stop accepting, answer held pulls, flush,
+checkpoint, remove the abort file, exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import uvloop
+
+from sidewinder.broker.app import BrokerApp
+from sidewinder.broker.config import BrokerConfig
+from sidewinder.common.config import ConfigError
+from sidewinder.common.log import configure_logging
+from sidewinder.common.properties import read_properties
+from sidewinder.store.run_markers import StoreLockedError
+
+
+def load_config(path: Path | None, namesrv: str | None) -> BrokerConfig:
+    values = read_properties(path) if path else {}
+    if namesrv:
+        values["namesrvAddr"] = namesrv
+    unknown = sorted(set(values) - BrokerConfig.conf_keys())
+    if unknown:
+        print(f"mqbroker: ignoring unknown key(s) in {path}: {', '.join(unknown)}", file=sys.stderr)
+    return BrokerConfig.from_properties(values)
+
+
+async def serve(config: BrokerConfig) -> None:
+    app = BrokerApp(config)
+    await app.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    print(
+        f"The broker[{config.broker_name}, {config.broker_addr}] boot success. "
+        f"serializeType=JSON and name server is {config.namesrv_addr}",
+        flush=True,
+    )
+    await stop.wait()
+    await app.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mqbroker", description=__doc__)
+    parser.add_argument("-c", "--configFile", dest="config", type=Path, help="broker.conf")
+    parser.add_argument("-n", "--namesrvAddr", dest="namesrv", help="ns1:9876;ns2:9876")
+    parser.add_argument("-p", "--printConfigItem", dest="print_config", action="store_true")
+    args = parser.parse_args(argv)
+    configure_logging()
+    try:
+        config = load_config(args.config, args.namesrv)
+    except (ConfigError, OSError, ValueError) as exc:
+        print(f"mqbroker: {exc}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        for key, value in config.as_properties().items():
+            print(f"{key}={value}")
+        return 0
+    try:
+        uvloop.run(serve(config))
+    except StoreLockedError as exc:
+        print(f"mqbroker: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"mqbroker: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,176 @@
+"""The broker process, wiring only: store + metadata + processors behind two listeners
+(listenPort and the fast channel listenPort-2), registration with the name servers, timers,
+and an ordered shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from sidewinder.broker.clients import Clients, ConsumerGroup
+from sidewinder.broker.config import BrokerConfig
+from sidewinder.broker.groups import SubscriptionGroups
+from sidewinder.broker.long_polling import PullHolds
+from sidewinder.broker.offsets import ConsumerOffsets
+from sidewinder.broker.processors.admin import AdminProcessor
+from sidewinder.broker.processors.clients import ClientManageProcessor
+from sidewinder.broker.processors.offsets import OffsetProcessor
+from sidewinder.broker.processors.pull import PullProcessor
+from sidewinder.broker.processors.query import QueryProcessor
+from sidewinder.broker.processors.send import SendProcessor, host_of
+from sidewinder.broker.registration import Registration
+from sidewinder.broker.routes import build_routes
+from sidewinder.broker.topics import TopicTable
+from sidewinder.protocol.codes import RequestCode
+from sidewinder.protocol.command import RemotingCommand
+from sidewinder.remoting.client import RemotingClient
+from sidewinder.remoting.connection import Connection
+from sidewinder.remoting.server import RemotingServer
+from sidewinder.store.message_store import MessageStore
+
+log = structlog.get_logger(__name__)
+
+CLIENT_SCAN_S = 10.0
+SHUTDOWN_BUDGET_S = 8.0
+
+
+class _ClientChannels:
+    def __init__(self, clients: Clients) -> None:
+        self.clients = clients
+
+    def on_connect(self, connection: Connection) -> None:
+        pass
+
+    def on_close(self, connection: Connection) -> None:
+        self.clients.connection_closed(connection)
+
+    def on_idle(self, connection: Connection) -> None:
+        pass
+
+
+class BrokerApp:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        config_dir = config.store.store_path_root_dir / "config"
+        self.store = MessageStore(config.store, store_host=host_of(config.broker_addr))
+        self.topics = TopicTable(config, config_dir)
+        self.groups = SubscriptionGroups(
+            config_dir, auto_create=config.auto_create_subscription_group
+        )
+        self.offsets = ConsumerOffsets(config_dir)
+        self.clients = Clients(self._notify_ids_changed)
+        self.holds = PullHolds()
+        self.store.arrival_listeners.append(self.holds.arrived)
+        self.outbound = RemotingClient()
+        self.registration = Registration(config, self.topics, self.outbound)
+        send = SendProcessor(config, self.store, self.topics)
+        pull = PullProcessor(
+            config, self.store, self.topics, self.groups, self.clients, self.offsets, self.holds
+        )
+        client_manage = ClientManageProcessor(config, self.clients, self.groups, self.topics)
+        admin = AdminProcessor(
+            config, self.store, self.topics, self.groups, self.offsets, self.clients
+        )
+        send.topics_changed = self._metadata_changed  # type: ignore[method-assign]
+        client_manage.metadata_changed = self._metadata_changed  # type: ignore[method-assign]
+        admin.metadata_changed = self._metadata_changed  # type: ignore[method-assign]
+        table = build_routes(
+            config,
+            send=send,
+            pull=pull,
+            query=QueryProcessor(self.store),
+            clients=client_manage,
+            offsets=OffsetProcessor(self.store, self.offsets),
+            admin=admin,
+        )
+        listener = _ClientChannels(self.clients)
+        self.server = RemotingServer(table, config.server, listener=listener)
+        fast = config.server.model_copy(update={"listen_port": config.server.listen_port - 2})
+        self.fast_server = RemotingServer(table, fast, listener=listener)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._persisting: asyncio.Task[None] | None = None
+        self._metadata_dirty = False
+
+    async def start(self, host: str = "0.0.0.0") -> None:
+        loop = asyncio.get_running_loop()
+        for table in (self.topics, self.groups, self.offsets):
+            await loop.run_in_executor(None, table.load)
+        await self.store.start()
+        await self.server.start(host)
+        await self.fast_server.start(host)
+        await self.registration.register_all()
+        self.registration.start()
+        self._tasks = [
+            loop.create_task(
+                self._every(
+                    self.config.flush_consumer_offset_interval / 1000, self._persist_offsets
+                )
+            ),
+            loop.create_task(self._every(CLIENT_SCAN_S, self._scan_clients)),
+        ]
+        log.info("broker.started", addr=self.config.broker_addr, name=self.config.broker_name)
+
+    async def _every(self, period_s: float, work: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            await asyncio.sleep(period_s)
+            try:
+                await work()
+            except OSError as exc:
+                log.error("broker.periodic_failed", error=str(exc))
+
+    async def _persist_offsets(self) -> None:
+        if self.offsets.dirty:
+            await asyncio.get_running_loop().run_in_executor(None, self.offsets.persist)
+
+    async def _scan_clients(self) -> None:
+        self.clients.expire(time.monotonic())
+
+    def _notify_ids_changed(self, group: ConsumerGroup) -> None:
+        if not self.config.notify_consumer_ids_changed_enable:
+            return
+        for channel in group.channels.values():
+            connection = channel.connection
+            if isinstance(connection, Connection):
+                connection.invoke_oneway(
+                    RemotingCommand.request(
+                        RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group.name}
+                    )
+                )
+
+    def _metadata_changed(self) -> None:
+        """Persist topics and groups and re-register, once per burst of changes."""
+        self._metadata_dirty = True
+        if self._persisting is None or self._persisting.done():
+            self._persisting = asyncio.get_running_loop().create_task(self._persist_metadata())
+
+    async def _persist_metadata(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._metadata_dirty:
+            self._metadata_dirty = False
+            await loop.run_in_executor(None, self.topics.persist)
+            await loop.run_in_executor(None, self.groups.persist)
+            await self.registration.register_all()
+
+    async def stop(self) -> None:
+        """Unregister, stop accepting, answer held pulls, save metadata, close the store."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.registration.stop(), SHUTDOWN_BUDGET_S / 2)
+        self.holds.release_all()
+        await asyncio.sleep(0)
+        await self.server.stop()
+        await self.fast_server.stop()
+        if self._persisting is not None:
+            await asyncio.gather(self._persisting, return_exceptions=True)
+        loop = asyncio.get_running_loop()
+        for table in (self.topics, self.groups, self.offsets):
+            await loop.run_in_executor(None, table.persist)
+        await self.store.shutdown()
+        await self.outbound.close()
+        log.info("broker.stopped")

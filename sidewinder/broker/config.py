@@ -1,0 +1,114 @@
+"""broker.conf: RocketMQ 4.x's BrokerConfig keys, plus the store's and the server's sections.
+
+One flat file, as RocketMQ reads it; each section takes the keys it owns. Defaults follow
+RocketMQ 4.9's BrokerConfig where the key exists there.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from sidewinder.common.config import ConfigError, camel, from_properties
+from sidewinder.remoting.config import ServerConfig
+from sidewinder.store.config import StoreConfig
+
+__all__ = ["BrokerConfig", "ConfigError"]
+
+PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1
+
+
+def _local_ip() -> str:
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
+class BrokerConfig(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=camel, populate_by_name=True, frozen=True, extra="ignore"
+    )
+
+    rocketmq_home: str = ""
+    namesrv_addr: str | None = None
+    broker_ip1: str = Field(default_factory=_local_ip, alias="brokerIP1")
+    broker_ip2: str | None = Field(None, alias="brokerIP2")
+    broker_name: str = Field(default_factory=socket.gethostname)
+    broker_cluster_name: str = "DefaultCluster"
+    broker_id: int = Field(0, ge=0)
+    broker_permission: int = Field(PERM_READ | PERM_WRITE, ge=0, le=15)
+    default_topic_queue_nums: int = Field(8, gt=0)
+    auto_create_topic_enable: bool = True
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    trace_topic_enable: bool = False
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    flush_consumer_offset_interval: int = Field(5000, gt=0)
+    register_name_server_period: int = Field(30_000, gt=0)
+    register_broker_timeout_mills: int = Field(6000, gt=0)
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = Field(1000, ge=0)
+    notify_consumer_ids_changed_enable: bool = True
+    broker_fast_failure_enable: bool = True
+    wait_time_mills_in_send_queue: int = Field(200, ge=0)
+    wait_time_mills_in_pull_queue: int = Field(5000, ge=0)
+    wait_time_mills_in_heartbeat_queue: int = Field(31_000, ge=0)
+    wait_time_mills_in_transaction_queue: int = Field(3000, ge=0)
+    send_thread_pool_queue_capacity: int = Field(10_000, gt=0)
+    pull_thread_pool_queue_capacity: int = Field(100_000, gt=0)
+    query_thread_pool_queue_capacity: int = Field(20_000, gt=0)
+    client_manager_thread_pool_queue_capacity: int = Field(1_000_000, gt=0)
+    heartbeat_thread_pool_queue_capacity: int = Field(50_000, gt=0)
+    enable_property_filter: bool = False
+    compressed_register: bool = False
+    force_register: bool = True
+    channel_not_active_interval: int = Field(60_000, ge=0)
+    max_delay_time: int = 40
+    slave_read_enable: bool = False
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strip(cls, value: Any) -> Any:
+        return value.strip() if isinstance(value, str) else value
+
+    @classmethod
+    def from_properties(cls, values: Mapping[str, Any]) -> BrokerConfig:
+        store = StoreConfig.from_properties(values)
+        server = from_properties(ServerConfig, values, "broker.conf (server)")
+        own_values = {k: v for k, v in values.items() if k not in ("store", "server")}
+        own = from_properties(cls, own_values, "broker.conf")
+        return own.model_copy(update={"store": store, "server": server})
+
+    @classmethod
+    def conf_keys(cls) -> set[str]:
+        own = {f.alias or n for n, f in cls.model_fields.items() if n not in ("store", "server")}
+        server = {f.alias or n for n, f in ServerConfig.model_fields.items()}
+        return own | server | StoreConfig.conf_keys()
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.server.listen_port}"
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in (self.namesrv_addr or "").split(";") if a.strip()]
+
+    def as_properties(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for section in (self, self.server, self.store):
+            for name, f in type(section).model_fields.items():
+                if name in ("store", "server"):
+                    continue
+                value = getattr(section, name)
+                text = str(value.value if hasattr(value, "value") else value)
+                out[f.alias or name] = text.lower() if text in ("True", "False") else text
+        return dict(sorted(out.items()))

@@ -1,0 +1,109 @@
+"""Subscription groups (RocketMQ's SubscriptionGroupManager): config/subscriptionGroup.json,
+auto-created on a consumer's first heartbeat when autoCreateSubscriptionGroup is on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sidewinder.broker.metadata import DataVersion, JsonTable
+
+
+@dataclass(frozen=True)
+class SubscriptionGroup:
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "brokerId": self.broker_id,
+            "consumeBroadcastEnable": self.consume_broadcast_enable,
+            "consumeEnable": self.consume_enable,
+            "consumeFromMinEnable": self.consume_from_min_enable,
+            "groupName": self.group_name,
+            "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
+            "retryMaxTimes": self.retry_max_times,
+            "retryQueueNums": self.retry_queue_nums,
+            "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
+        }
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> SubscriptionGroup:
+        def flag(key: str, default: bool) -> bool:
+            raw = value.get(key, default)
+            return raw if isinstance(raw, bool) else str(raw).lower() == "true"
+
+        return cls(
+            str(value["groupName"]),
+            flag("consumeEnable", True),
+            flag("consumeFromMinEnable", True),
+            flag("consumeBroadcastEnable", True),
+            int(value.get("retryQueueNums", 1)),
+            int(value.get("retryMaxTimes", 16)),
+            int(value.get("brokerId", 0)),
+            int(value.get("whichBrokerWhenConsumeSlowly", 1)),
+            flag("notifyConsumerIdsChangedEnable", True),
+        )
+
+
+SYSTEM_GROUPS = (
+    "TOOLS_CONSUMER",
+    "FILTERSRV_CONSUMER",
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PULL",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+)
+
+
+class SubscriptionGroups:
+    def __init__(self, config_dir: Path, *, auto_create: bool) -> None:
+        self.file = JsonTable(config_dir / "subscriptionGroup.json")
+        self.auto_create = auto_create
+        self.groups: dict[str, SubscriptionGroup] = {
+            name: SubscriptionGroup(name, consume_broadcast_enable=True) for name in SYSTEM_GROUPS
+        }
+        self.data_version = DataVersion()
+
+    def load(self) -> None:
+        saved = self.file.load_json()
+        if saved:
+            for name, value in (saved.get("subscriptionGroupTable") or {}).items():
+                self.groups[name] = SubscriptionGroup.from_json(value)
+            self.data_version = DataVersion.from_json(saved.get("dataVersion"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dataVersion": self.data_version.to_json(),
+            "subscriptionGroupTable": {n: g.to_json() for n, g in self.groups.items()},
+        }
+
+    def persist(self) -> None:
+        self.file.persist_json(self.to_json())
+
+    def find(self, group: str) -> SubscriptionGroup | None:
+        """The group's config, created with defaults if auto-creation is on."""
+        found = self.groups.get(group)
+        if found is None and self.auto_create:
+            found = self.groups[group] = SubscriptionGroup(group)
+            self.data_version.bump()
+        return found
+
+    def upsert(self, group: SubscriptionGroup) -> None:
+        self.groups[group.group_name] = group
+        self.data_version.bump()
+
+    def delete(self, group: str) -> bool:
+        if self.groups.pop(group, None) is None:
+            return False
+        self.data_version.bump()
+        return True

@@ -1,0 +1,48 @@
+"""The broker's metadata files under {storePathRootDir}/config, in RocketMQ's JSON shapes.
+
+Each table is loaded at start (falling back to its .bak) and written atomically when it
+changes (topics, subscription groups) or on a timer (consumer offsets). Blocking I/O: the
+broker calls `persist` from an executor.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from sidewinder.common.fileio import read_with_backup, write_atomic
+from sidewinder.protocol import body
+
+
+class DataVersion:
+    """RocketMQ's DataVersion: a timestamp and a counter bumped on every change."""
+
+    def __init__(self, timestamp: int | None = None, counter: int = 0) -> None:
+        self.timestamp = timestamp if timestamp is not None else int(time.time() * 1000)
+        self.counter = counter
+
+    def bump(self) -> None:
+        self.timestamp = int(time.time() * 1000)
+        self.counter += 1
+
+    def to_json(self) -> dict[str, int]:
+        return {"counter": self.counter, "timestamp": self.timestamp}
+
+    @classmethod
+    def from_json(cls, value: Any) -> DataVersion:
+        value = value or {}
+        return cls(int(value.get("timestamp", 0)), int(value.get("counter", 0)))
+
+
+class JsonTable:
+    """A metadata file: load once, persist whole."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load_json(self) -> Any:
+        return read_with_backup(self.path, body.loads)
+
+    def persist_json(self, value: Any) -> None:
+        write_atomic(self.path, body.dumps(value))

@@ -1,0 +1,171 @@
+"""PULL_MESSAGE (11): read a queue through the store, hold the pull when there is nothing yet.
+
+Statuses map to codes as RocketMQ 4.9's PullMessageProcessor maps them; every reply carries all
+four response header fields (Java rejects one without them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from sidewinder.broker.clients import Clients, parse_tag_expression
+from sidewinder.broker.config import PERM_READ, BrokerConfig
+from sidewinder.broker.groups import SubscriptionGroups
+from sidewinder.broker.long_polling import HeldPull, PullHolds
+from sidewinder.broker.offsets import ConsumerOffsets
+from sidewinder.broker.topics import TopicTable
+from sidewinder.protocol.codes import ResponseCode
+from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from sidewinder.remoting.dispatch import RequestContext
+from sidewinder.store.message_store import GetResult, GetStatus, MessageStore
+
+FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
+FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
+_CODES = {
+    GetStatus.FOUND: ResponseCode.SUCCESS,
+    GetStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+class PullProcessor:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MessageStore,
+        topics: TopicTable,
+        groups: SubscriptionGroups,
+        clients: Clients,
+        offsets: ConsumerOffsets,
+        holds: PullHolds,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.clients = clients
+        self.offsets = offsets
+        self.holds = holds
+
+    async def process(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand | None:
+        header = PullMessageRequestHeader.from_ext(request.ext_fields)
+        refusal, codes = self._check(request, header)
+        if refusal is not None:
+            return refusal
+        response = self._pull(request, header, codes)
+        suspend = header.sys_flag & FLAG_SUSPEND
+        if header.sys_flag & FLAG_COMMIT_OFFSET and header.commit_offset >= 0:
+            self.offsets.commit(
+                header.consumer_group, header.topic, header.queue_id, header.commit_offset
+            )
+        if response.code != ResponseCode.PULL_NOT_FOUND or not suspend:
+            return response
+        timeout_ms = (
+            header.suspend_timeout_millis
+            if self.config.long_polling_enable
+            else self.config.short_polling_time_mills
+        )
+        answered: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+
+        def retry() -> None:
+            if not answered.done():
+                answered.set_result(self._pull(request, header, codes))
+
+        self.holds.hold(
+            HeldPull(header.topic, header.queue_id, header.queue_offset, retry), timeout_ms / 1000
+        )
+        return await answered
+
+    def _check(
+        self, request: RemotingCommand, header: PullMessageRequestHeader
+    ) -> tuple[RemotingCommand | None, frozenset[int] | None]:
+        if not self.config.broker_permission & PERM_READ:
+            return request.reply(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.config.broker_ip1}] pulling message is forbidden",
+            ), None
+        group = self.groups.find(header.consumer_group)
+        if group is None:
+            return request.reply(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{header.consumer_group}] does not exist, {FAQ.strip()}",
+            ), None
+        if not group.consume_enable:
+            return request.reply(
+                ResponseCode.NO_PERMISSION,
+                f"subscription group no permission, {header.consumer_group}",
+            ), None
+        topic = self.topics.get(header.topic)
+        if topic is None:
+            return request.reply(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic[{header.topic}] not exist, apply first please!{FAQ}",
+            ), None
+        if not topic.perm & PERM_READ:
+            return request.reply(
+                ResponseCode.NO_PERMISSION,
+                f"the topic[{header.topic}] pulling message is forbidden",
+            ), None
+        if not 0 <= header.queue_id < topic.read_queue_nums:
+            return request.reply(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
+                f"topicConfig.readQueueNums:[{topic.read_queue_nums}] "
+                f"consumer:[{header.consumer_group}]",
+            ), None
+        if header.sys_flag & FLAG_SUBSCRIPTION:
+            if (header.expression_type or "TAG").upper() != "TAG":
+                return request.reply(
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                    "The broker does not support consumer to filter message by SQL92",
+                ), None
+            return None, parse_tag_expression(header.subscription)[1]
+        subscription = self.clients.subscription(header.consumer_group, header.topic)
+        if subscription is None:
+            if header.consumer_group not in self.clients.consumers:
+                return request.reply(
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                    f"the consumer's group info not exist{FAQ}",
+                ), None
+            return request.reply(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist{FAQ}"
+            ), None
+        return None, subscription.codes
+
+    def _pull(
+        self,
+        request: RemotingCommand,
+        header: PullMessageRequestHeader,
+        codes: frozenset[int] | None,
+    ) -> RemotingCommand:
+        got = self.store.get_messages(
+            header.topic,
+            header.queue_id,
+            header.queue_offset,
+            header.max_msg_nums,
+            tags_codes=codes,
+        )
+        code = self._code(got, header.queue_offset)
+        ext = PullMessageResponseHeader(
+            0, got.next_begin_offset, got.min_offset, got.max_offset
+        ).to_ext()
+        body = b"".join(got.messages) if got.messages else None
+        return request.reply(
+            code,
+            None if code == ResponseCode.SUCCESS else got.status.name,
+            ext_fields=ext,
+            body=body,
+        )
+
+    @staticmethod
+    def _code(got: GetResult, requested: int) -> ResponseCode:
+        if got.status in (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE):
+            return ResponseCode.PULL_OFFSET_MOVED if requested != 0 else ResponseCode.PULL_NOT_FOUND
+        return _CODES[got.status]

@@ -1,0 +1,176 @@
+"""Topic configs (RocketMQ's TopicConfigManager): config/topics.json, system topics, and the
+auto-creation of a topic from TBW102 when a producer sends to one that does not exist."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from sidewinder.broker.config import PERM_INHERIT, PERM_READ, PERM_WRITE, BrokerConfig
+from sidewinder.broker.metadata import DataVersion, JsonTable
+
+AUTO_CREATE_TOPIC_KEY = "TBW102"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+TOPIC_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_MAX_LENGTH = 127
+
+
+def topic_name_problem(topic: str) -> str:
+    """Why RocketMQ would refuse this topic name ("" when it is fine)."""
+    if not topic:
+        return "The specified topic is blank."
+    if not TOPIC_NAME.match(topic):
+        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return "The specified topic is longer than topic max length."
+    return ""
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic in {
+        AUTO_CREATE_TOPIC_KEY,
+        SCHEDULE_TOPIC,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+        TRANS_HALF_TOPIC,
+        TRANS_OP_HALF_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        "RMQ_SYS_TRACE_TOPIC",
+        "BenchmarkTest",
+    } or topic.startswith("rmq_sys_")
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    topic_name: str
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = PERM_READ | PERM_WRITE
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "order": self.order,
+            "perm": self.perm,
+            "readQueueNums": self.read_queue_nums,
+            "topicFilterType": self.topic_filter_type,
+            "topicName": self.topic_name,
+            "topicSysFlag": self.topic_sys_flag,
+            "writeQueueNums": self.write_queue_nums,
+        }
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> TopicConfig:
+        return cls(
+            str(value["topicName"]),
+            int(value.get("readQueueNums", 16)),
+            int(value.get("writeQueueNums", 16)),
+            int(value.get("perm", PERM_READ | PERM_WRITE)),
+            str(value.get("topicFilterType", "SINGLE_TAG")),
+            int(value.get("topicSysFlag", 0)),
+            bool(value.get("order", False)),
+        )
+
+
+class TopicTable:
+    def __init__(self, config: BrokerConfig, config_dir: Path) -> None:
+        self.config = config
+        self.file = JsonTable(config_dir / "topics.json")
+        self.topics: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion()
+        self._system_topics()
+
+    def _system_topics(self) -> None:
+        config = self.config
+        self.topics[SELF_TEST_TOPIC] = TopicConfig(SELF_TEST_TOPIC, 1, 1)
+        if config.auto_create_topic_enable:
+            queues = config.default_topic_queue_nums
+            self.topics[AUTO_CREATE_TOPIC_KEY] = TopicConfig(
+                AUTO_CREATE_TOPIC_KEY, queues, queues, PERM_INHERIT | PERM_READ | PERM_WRITE
+            )
+        perm = PERM_INHERIT | (config.broker_permission if config.cluster_topic_enable else 0)
+        self.topics[config.broker_cluster_name] = TopicConfig(
+            config.broker_cluster_name, 16, 16, perm
+        )
+        perm = PERM_INHERIT | (config.broker_permission if config.broker_topic_enable else 0)
+        self.topics[config.broker_name] = TopicConfig(config.broker_name, 1, 1, perm)
+        self.topics[OFFSET_MOVED_EVENT] = TopicConfig(OFFSET_MOVED_EVENT, 1, 1)
+        self.topics[SCHEDULE_TOPIC] = TopicConfig(SCHEDULE_TOPIC, 18, 18)
+        if config.trace_topic_enable:
+            name = config.msg_trace_topic_name
+            self.topics[name] = TopicConfig(name, 1, 1)
+
+    def load(self) -> None:
+        saved = self.file.load_json()
+        if saved:
+            for name, value in (saved.get("topicConfigTable") or {}).items():
+                self.topics[name] = TopicConfig.from_json(value)
+            self.data_version = DataVersion.from_json(saved.get("dataVersion"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dataVersion": self.data_version.to_json(),
+            "topicConfigTable": {name: t.to_json() for name, t in self.topics.items()},
+        }
+
+    def persist(self) -> None:
+        """Write topics.json. Blocking."""
+        self.file.persist_json(self.to_json())
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.topics.get(topic)
+
+    def upsert(self, topic: TopicConfig) -> None:
+        self.topics[topic.topic_name] = topic
+        self.data_version.bump()
+
+    def delete(self, topic: str) -> bool:
+        if self.topics.pop(topic, None) is None:
+            return False
+        self.data_version.bump()
+        return True
+
+    def create_for_send(
+        self, topic: str, default_topic: str, queue_nums: int, sys_flag: int = 0
+    ) -> TopicConfig | None:
+        """createTopicInSendMessageMethod: a new topic shaped by an inheritable default topic."""
+        existing = self.topics.get(topic)
+        if existing is not None:
+            return existing
+        default = self.topics.get(default_topic)
+        if default is None or not default.perm & PERM_INHERIT:
+            return None
+        if default_topic == AUTO_CREATE_TOPIC_KEY and not self.config.auto_create_topic_enable:
+            return None
+        queues = min(queue_nums, default.write_queue_nums)
+        created = replace(
+            default,
+            topic_name=topic,
+            read_queue_nums=max(queues, 0),
+            write_queue_nums=max(queues, 0),
+            perm=default.perm & ~PERM_INHERIT,
+            topic_sys_flag=sys_flag,
+            order=False,
+        )
+        self.upsert(created)
+        return created
+
+    def create_retry_topic(self, topic: str, queue_nums: int) -> TopicConfig:
+        """%RETRY%group (createTopicInSendMessageBackMethod)."""
+        existing = self.topics.get(topic)
+        if existing is not None:
+            return existing
+        created = TopicConfig(topic, queue_nums, queue_nums, PERM_READ | PERM_WRITE)
+        self.upsert(created)
+        return created
