@@ -81,7 +81,7 @@ def test_get_messages_statuses_and_tag_filter(tmp_path: Path) -> None:
         assert (none.status, none.next_begin_offset) == (GetStatus.NO_MATCHED_MESSAGE, 30)
         assert store.get_messages("T", 0, 40, 5).status is GetStatus.OFFSET_OVERFLOW_ONE
         badly = store.get_messages("T", 0, 99, 5)
-        assert (badly.status, badly.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_BADLY, 0)
+        assert (badly.status, badly.next_begin_offset) == (GetStatus.OFFSET_OVERFLOW_BADLY, 40)
         (hit,) = store.query_message("T", "k-7")
         assert hit.queue_offset == 7
         await store.shutdown()

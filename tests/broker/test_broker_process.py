@@ -1,0 +1,122 @@
+"""mqbroker and mqnamesrv as real processes: config, shutdown, restarts and kill -9."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from interop.sidewinder import SidewinderCluster
+from sidewinder.protocol.codes import RequestCode, ResponseCode
+from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.headers import (
+    QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+    ViewMessageRequestHeader,
+)
+from sidewinder.protocol.message import decode_offset_msg_id
+from sidewinder.remoting.client import SyncRemotingClient
+from tests.interop.test_error_paths import send
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", *args], capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_print_config_and_bad_values(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "brokerName=broker-x\nlistenPort=12911\nflushDiskType=SYNC_FLUSH\nnoSuchKey=1\n"
+    )
+    done = run_cli("sidewinder.broker", "-c", str(conf), "-n", "127.0.0.1:9999", "-p")
+    assert done.returncode == 0, done.stderr
+    printed = dict(line.split("=", 1) for line in done.stdout.splitlines())
+    assert printed["brokerName"] == "broker-x" and printed["listenPort"] == "12911"
+    assert printed["flushDiskType"] == "SYNC_FLUSH" and printed["namesrvAddr"] == "127.0.0.1:9999"
+    assert "noSuchKey" in done.stderr  # unknown keys are warned about
+    conf.write_text("brokerId=first\n")
+    bad = run_cli("sidewinder.broker", "-c", str(conf), "-p")
+    assert bad.returncode == 2 and "brokerId='first'" in bad.stderr
+    conf.write_text("listenPort=99999\n")
+    bad_port = run_cli("sidewinder.namesrv", "-c", str(conf), "-p")
+    assert bad_port.returncode == 2 and "listenPort" in bad_port.stderr
+
+
+def test_sigterm_exits_cleanly_and_offsets_survive_a_restart(tmp_path: Path) -> None:
+    cluster = SidewinderCluster(tmp_path).start()
+    client = SyncRemotingClient()
+    try:
+        assert send(client, cluster, "Restarts").code == ResponseCode.SUCCESS
+        update = UpdateConsumerOffsetRequestHeader("RestartGroup", "Restarts", 0, 1)
+        reply = client.invoke(
+            cluster.broker_addr,
+            RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, update.to_ext()),
+            5,
+        )
+        assert reply.code == ResponseCode.SUCCESS
+        started = time.monotonic()
+        cluster.broker.signal(signal.SIGTERM)
+        assert cluster.stop_broker(15) == 0
+        assert time.monotonic() - started < 10
+        assert not (cluster.store_path / "abort").exists()
+        assert (cluster.store_path / "config" / "consumerOffset.json").exists()
+        assert "Restarts" in (cluster.store_path / "config" / "topics.json").read_text()
+        cluster.start_broker()
+        query = QueryConsumerOffsetRequestHeader("RestartGroup", "Restarts", 0)
+        offset = client.invoke(
+            cluster.broker_addr,
+            RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, query.to_ext()),
+            5,
+        )
+        assert offset.code == ResponseCode.SUCCESS and (offset.ext_fields or {})["offset"] == "1"
+    finally:
+        client.close()
+        cluster.stop()
+
+
+def test_kill_9_under_sync_flush_loses_no_acknowledged_message(tmp_path: Path) -> None:
+    cluster = SidewinderCluster(tmp_path, broker_conf={"flushDiskType": "SYNC_FLUSH"}).start()
+    client = SyncRemotingClient()
+    acked: list[str] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        while not stop.is_set() and len(acked) < 20_000:
+            try:
+                reply = send(client, cluster, "KillNine", f"m{len(acked)}".encode())
+            except Exception:
+                return  # the broker is gone
+            if reply.code == ResponseCode.SUCCESS:
+                acked.append((reply.ext_fields or {})["msgId"])
+
+    try:
+        send(client, cluster, "KillNine", b"warm-up")
+        producer = threading.Thread(target=produce)
+        producer.start()
+        deadline = time.monotonic() + 60
+        while len(acked) < 500 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cluster.kill_broker()
+        stop.set()
+        producer.join(30)
+        assert len(acked) >= 500
+        cluster.start_broker()
+        for msg_id in acked:
+            _, _, offset = decode_offset_msg_id(msg_id)
+            view = client.invoke(
+                cluster.broker_addr,
+                RemotingCommand.request(
+                    RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(offset).to_ext()
+                ),
+                5,
+            )
+            assert view.code == ResponseCode.SUCCESS, (msg_id, view.remark)
+    finally:
+        stop.set()
+        client.close()
+        cluster.stop()

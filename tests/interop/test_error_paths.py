@@ -1,0 +1,137 @@
+"""Error paths, code for code, on every target: what RocketMQ answers is the contract."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from interop.target import ClusterTarget
+from sidewinder.protocol.codes import RequestCode, ResponseCode
+from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.headers import (
+    SEND_V2_NAMES,
+    PullMessageRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    SendMessageRequestHeader,
+)
+from sidewinder.protocol.message import encode_properties
+from sidewinder.remoting.client import SyncRemotingClient
+from tests.conftest import unique
+
+pytestmark = pytest.mark.interop
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[SyncRemotingClient]:
+    remoting = SyncRemotingClient()
+    yield remoting
+    remoting.close()
+
+
+def send(
+    client: SyncRemotingClient, target: ClusterTarget, topic: str, body: bytes = b"hello", **kw: Any
+) -> RemotingCommand:
+    header = SendMessageRequestHeader(
+        producer_group=kw.get("group", "ErrorPathProducer"),
+        topic=topic,
+        default_topic="TBW102",
+        default_topic_queue_nums=4,
+        queue_id=kw.get("queue_id", 0),
+        sys_flag=0,
+        born_timestamp=int(time.time() * 1000),
+        flag=0,
+        properties=encode_properties({"KEYS": "k"}).decode(),
+    )
+    request = RemotingCommand.request(
+        RequestCode.SEND_MESSAGE_V2, header.to_ext(names=SEND_V2_NAMES), body
+    )
+    return client.invoke(target.broker_addr, request, 10)
+
+
+def pull(
+    client: SyncRemotingClient, target: ClusterTarget, topic: str, offset: int
+) -> RemotingCommand:
+    header = PullMessageRequestHeader(
+        consumer_group="ErrorPathConsumer",
+        topic=topic,
+        queue_id=0,
+        queue_offset=offset,
+        max_msg_nums=32,
+        sys_flag=0x4,
+        commit_offset=0,
+        suspend_timeout_millis=1000,
+        sub_version=0,
+        subscription="*",
+        expression_type="TAG",
+    )
+    return client.invoke(
+        target.broker_addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext()), 10
+    )
+
+
+def test_a_request_code_nobody_serves(client: SyncRemotingClient, target: ClusterTarget) -> None:
+    reply = client.invoke(target.broker_addr, RemotingCommand.request(9999, {}), 5)
+    assert reply.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    assert "9999" in (reply.remark or "")
+
+
+def test_a_bad_topic_name(client: SyncRemotingClient, target: ClusterTarget) -> None:
+    reply = send(client, target, "bad topic!")
+    assert reply.code == ResponseCode.SYSTEM_ERROR
+    assert "illegal characters" in (reply.remark or "")
+
+
+def test_a_message_over_max_message_size(client: SyncRemotingClient, target: ClusterTarget) -> None:
+    topic = unique("TooBig")
+    assert send(client, target, topic).code == ResponseCode.SUCCESS
+    reply = send(client, target, topic, b"x" * ((4 << 20) + 1))
+    assert reply.code == ResponseCode.MESSAGE_ILLEGAL
+
+
+def test_pull_outside_the_queue(client: SyncRemotingClient, target: ClusterTarget) -> None:
+    topic = unique("PullEdges")
+    for _ in range(3):
+        assert send(client, target, topic).code == ResponseCode.SUCCESS
+    deadline = time.monotonic() + 10
+    while pull(client, target, topic, 0).code != ResponseCode.SUCCESS:
+        assert time.monotonic() < deadline, "messages never became pullable"
+        time.sleep(0.1)
+    at_end = pull(client, target, topic, 3)
+    assert at_end.code == ResponseCode.PULL_NOT_FOUND
+    assert (at_end.ext_fields or {})["nextBeginOffset"] == "3"
+    beyond = pull(client, target, topic, 50)
+    assert beyond.code == ResponseCode.PULL_OFFSET_MOVED
+    assert (beyond.ext_fields or {})["nextBeginOffset"] == "3"  # back to the end
+    for key in ("suggestWhichBrokerId", "nextBeginOffset", "minOffset", "maxOffset"):
+        assert key in (beyond.ext_fields or {})
+
+
+def test_the_offset_of_a_group_that_never_committed(
+    client: SyncRemotingClient, target: ClusterTarget
+) -> None:
+    topic = unique("FreshGroup")
+    assert send(client, target, topic).code == ResponseCode.SUCCESS
+    header = QueryConsumerOffsetRequestHeader(unique("NeverCommitted"), topic, 0)
+    reply = client.invoke(
+        target.broker_addr,
+        RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, header.to_ext()),
+        5,
+    )
+    # 4.x answers 0 while the queue's first message is still held (it is, here).
+    assert reply.code == ResponseCode.SUCCESS and (reply.ext_fields or {})["offset"] == "0"
+
+
+def test_an_unknown_topic_when_auto_create_is_off(
+    make_target: Callable[..., ClusterTarget],
+) -> None:
+    target = make_target(autoCreateTopicEnable="false")
+    remoting = SyncRemotingClient()
+    try:
+        reply = send(remoting, target, unique("NotCreated"))
+    finally:
+        remoting.close()
+    assert reply.code == ResponseCode.TOPIC_NOT_EXIST
+    assert "not exist" in (reply.remark or "")
