@@ -22,14 +22,17 @@ from sidewinder.broker.processors.offsets import OffsetProcessor
 from sidewinder.broker.processors.pull import PullProcessor
 from sidewinder.broker.processors.query import QueryProcessor
 from sidewinder.broker.processors.send import SendProcessor, host_of
+from sidewinder.broker.processors.send_back import SendBackProcessor
 from sidewinder.broker.registration import Registration
 from sidewinder.broker.routes import build_routes
+from sidewinder.broker.schedule import ScheduleService
 from sidewinder.broker.topics import TopicTable
 from sidewinder.protocol.codes import RequestCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.connection import Connection
 from sidewinder.remoting.server import RemotingServer
+from sidewinder.store.dispatch import parse_delay_levels
 from sidewinder.store.message_store import MessageStore
 
 log = structlog.get_logger(__name__)
@@ -67,7 +70,13 @@ class BrokerApp:
         self.store.arrival_listeners.append(self.holds.arrived)
         self.outbound = RemotingClient()
         self.registration = Registration(config, self.topics, self.outbound)
-        send = SendProcessor(config, self.store, self.topics)
+        levels = parse_delay_levels(config.store.message_delay_level)
+        self.schedule = ScheduleService(self.store, config_dir, levels)
+        send = SendProcessor(config, self.store, self.topics, max(levels, default=0))
+        send_back = SendBackProcessor(
+            config, self.store, self.topics, self.groups, max(levels, default=0)
+        )
+        send_back.topics_changed = self._metadata_changed  # type: ignore[method-assign]
         pull = PullProcessor(
             config, self.store, self.topics, self.groups, self.clients, self.offsets, self.holds
         )
@@ -81,6 +90,7 @@ class BrokerApp:
         table = build_routes(
             config,
             send=send,
+            send_back=send_back,
             pull=pull,
             query=QueryProcessor(self.store),
             clients=client_manage,
@@ -97,9 +107,10 @@ class BrokerApp:
 
     async def start(self, host: str = "0.0.0.0") -> None:
         loop = asyncio.get_running_loop()
-        for table in (self.topics, self.groups, self.offsets):
+        for table in (self.topics, self.groups, self.offsets, self.schedule):
             await loop.run_in_executor(None, table.load)
         await self.store.start()
+        self.schedule.start()
         await self.server.start(host)
         await self.fast_server.start(host)
         await self.registration.register_all()
@@ -123,8 +134,10 @@ class BrokerApp:
                 log.error("broker.periodic_failed", error=str(exc))
 
     async def _persist_offsets(self) -> None:
+        loop = asyncio.get_running_loop()
         if self.offsets.dirty:
-            await asyncio.get_running_loop().run_in_executor(None, self.offsets.persist)
+            await loop.run_in_executor(None, self.offsets.persist)
+        await loop.run_in_executor(None, self.schedule.persist)
 
     async def _scan_clients(self) -> None:
         self.clients.expire(time.monotonic())
@@ -162,6 +175,7 @@ class BrokerApp:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.registration.stop(), SHUTDOWN_BUDGET_S / 2)
+        await self.schedule.stop()
         self.holds.release_all()
         await asyncio.sleep(0)
         await self.server.stop()
@@ -169,7 +183,7 @@ class BrokerApp:
         if self._persisting is not None:
             await asyncio.gather(self._persisting, return_exceptions=True)
         loop = asyncio.get_running_loop()
-        for table in (self.topics, self.groups, self.offsets):
+        for table in (self.topics, self.groups, self.offsets, self.schedule):
             await loop.run_in_executor(None, table.persist)
         await self.store.shutdown()
         await self.outbound.close()

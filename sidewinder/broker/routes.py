@@ -9,6 +9,7 @@ from sidewinder.broker.processors.offsets import OffsetProcessor
 from sidewinder.broker.processors.pull import PullProcessor
 from sidewinder.broker.processors.query import QueryProcessor
 from sidewinder.broker.processors.send import SendProcessor
+from sidewinder.broker.processors.send_back import SendBackProcessor
 from sidewinder.protocol.codes import RequestCode as R
 from sidewinder.remoting.dispatch import Limits, ProcessorTable
 
@@ -17,6 +18,7 @@ def build_routes(
     config: BrokerConfig,
     *,
     send: SendProcessor,
+    send_back: SendBackProcessor,
     pull: PullProcessor,
     query: QueryProcessor,
     clients: ClientManageProcessor,
@@ -36,6 +38,7 @@ def build_routes(
             budget_ms=config.wait_time_mills_in_send_queue if fast_failure else 0,
         ),
     )
+    table.register(send_back, R.CONSUMER_SEND_MSG_BACK)
     table.register(
         pull,
         R.PULL_MESSAGE,

@@ -325,3 +325,14 @@ class GroupNameHeader(CommandHeader):
 
     group_name: str = wire("groupName", required=True)
     remove_offset: bool | None = wire("removeOffset")
+
+
+@dataclass(slots=True)
+class ConsumerSendMsgBackRequestHeader(CommandHeader):
+    offset: int = wire("offset", required=True, long=True)
+    group: str = wire("group", required=True)
+    delay_level: int = wire("delayLevel", required=True)
+    origin_msg_id: str | None = wire("originMsgId")
+    origin_topic: str | None = wire("originTopic")
+    unit_mode: bool | None = wire("unitMode")
+    max_reconsume_times: int | None = wire("maxReconsumeTimes")

@@ -7,6 +7,7 @@ import random
 import struct
 
 from sidewinder.broker.config import PERM_WRITE, BrokerConfig
+from sidewinder.broker.schedule import schedule_for_delay
 from sidewinder.broker.topics import TopicTable, topic_name_problem
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
@@ -64,7 +65,14 @@ def decode_batch(data: bytes) -> list[tuple[int, bytes, bytes]]:
 
 
 class SendProcessor:
-    def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicTable) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MessageStore,
+        topics: TopicTable,
+        max_delay_level: int = 0,
+    ) -> None:
+        self.max_delay_level = max_delay_level
         self.config = config
         self.store = store
         self.topics = topics
@@ -109,6 +117,8 @@ class SendProcessor:
                 (header.properties or "").encode(),
                 born,
             )
+            if self.max_delay_level:
+                message = schedule_for_delay(message, self.max_delay_level)
             result = await self.store.put_message(message)
         return self._reply(request, result, queue_id)
 

@@ -1,0 +1,106 @@
+"""CONSUMER_SEND_MSG_BACK (36): a message a consumer could not handle goes to %RETRY%group with
+a growing delay, or to %DLQ%group once it has been retried maxReconsumeTimes."""
+
+from __future__ import annotations
+
+import random
+
+from sidewinder.broker.config import PERM_WRITE, BrokerConfig
+from sidewinder.broker.groups import SubscriptionGroups
+from sidewinder.broker.schedule import schedule_for_delay
+from sidewinder.broker.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, TopicTable
+from sidewinder.protocol.codes import ResponseCode
+from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.headers import ConsumerSendMsgBackRequestHeader
+from sidewinder.protocol.message import MessageConst, encode_offset_msg_id, encode_properties
+from sidewinder.remoting.dispatch import RequestContext
+from sidewinder.store.message_codec import MessageToStore
+from sidewinder.store.message_store import MessageStore, PutStatus
+
+DLQ_QUEUES_PER_GROUP = 1
+
+
+class SendBackProcessor:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MessageStore,
+        topics: TopicTable,
+        groups: SubscriptionGroups,
+        max_delay_level: int,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.max_delay_level = max_delay_level
+
+    def topics_changed(self) -> None:
+        """Replaced by the app."""
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = ConsumerSendMsgBackRequestHeader.from_ext(request.ext_fields)
+        group = self.groups.find(header.group)
+        if group is None:
+            return request.reply(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {header.group}",
+            )
+        if not self.config.broker_permission & PERM_WRITE:
+            return request.reply(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.config.broker_ip1}] sending message is forbidden",
+            )
+        if group.retry_queue_nums <= 0:
+            return request.reply(ResponseCode.SUCCESS)
+        record = self.store.lookup_message_by_offset(header.offset)
+        if record is None:
+            return request.reply(
+                ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}"
+            )
+        props = record.properties()
+        props.setdefault(MessageConst.RETRY_TOPIC, record.topic)
+        props[MessageConst.WAIT_STORE_MSG_OK] = "false"
+        max_times = (
+            header.max_reconsume_times
+            if header.max_reconsume_times is not None
+            else group.retry_max_times
+        )
+        delay = header.delay_level
+        before = len(self.topics.topics)
+        if record.reconsume_times >= max_times or delay < 0:
+            topic = self.topics.create_retry_topic(
+                f"{DLQ_GROUP_TOPIC_PREFIX}{header.group}", DLQ_QUEUES_PER_GROUP
+            )
+            queue_id = 0
+            props.pop(MessageConst.DELAY_TIME_LEVEL, None)
+        else:
+            topic = self.topics.create_retry_topic(
+                f"{RETRY_GROUP_TOPIC_PREFIX}{header.group}", group.retry_queue_nums
+            )
+            queue_id = random.randrange(group.retry_queue_nums)
+            props[MessageConst.DELAY_TIME_LEVEL] = str(
+                delay if delay > 0 else 3 + record.reconsume_times
+            )
+        if len(self.topics.topics) != before:
+            self.topics_changed()
+        origin = header.origin_msg_id or encode_offset_msg_id(
+            record.store_host.address, record.store_host.port, record.phy_offset
+        )
+        props.setdefault(MessageConst.ORIGIN_MESSAGE_ID, origin)
+        message = MessageToStore(
+            topic=topic.topic_name.encode(),
+            queue_id=queue_id,
+            body=bytes(record.body),
+            properties=encode_properties(props).rstrip(b"\x02"),
+            flag=record.flag,
+            sys_flag=record.sys_flag,
+            born_timestamp=record.born_timestamp,
+            born_host=record.born_host,
+            store_host=record.store_host,
+            reconsume_times=record.reconsume_times + 1,
+        )
+        result = await self.store.put_message(schedule_for_delay(message, self.max_delay_level))
+        if result.status is PutStatus.PUT_OK:
+            return request.reply(ResponseCode.SUCCESS)
+        return request.reply(ResponseCode.SYSTEM_ERROR, f"{result.status.name} {result.remark}")

@@ -1,0 +1,125 @@
+"""Delayed delivery (RocketMQ's ScheduleMessageService).
+
+A message with a DELAY level is stored in SCHEDULE_TOPIC_XXXX, queue level-1, its real topic and
+queue kept in REAL_TOPIC / REAL_QID; its ConsumeQueue entry holds the time it is due. One timer
+per level walks that queue from its saved offset (config/delayOffset.json) and, for each entry
+that is due, puts the real message into its real topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import structlog
+
+from sidewinder.broker.metadata import JsonTable
+from sidewinder.broker.topics import SCHEDULE_TOPIC
+from sidewinder.protocol.message import MessageConst, decode_properties, encode_properties
+from sidewinder.store.message_codec import MessageToStore
+from sidewinder.store.message_store import MessageStore, PutStatus
+
+log = structlog.get_logger(__name__)
+
+IDLE_CHECK_S = 0.1  # RocketMQ's DELAY_FOR_A_WHILE
+
+
+def schedule_for_delay(message: MessageToStore, max_level: int) -> MessageToStore:
+    """Redirect a message whose DELAY property asks for a level into the schedule topic."""
+    props = decode_properties(message.properties)
+    raw = props.get(MessageConst.DELAY_TIME_LEVEL)
+    try:
+        level = int(raw) if raw is not None else 0
+    except ValueError:
+        level = 0
+    if level <= 0 or message.sys_flag & 0xC not in (0, 0x8):  # not for half or rollback
+        return message
+    level = min(level, max_level)
+    props[MessageConst.DELAY_TIME_LEVEL] = str(level)
+    props[MessageConst.REAL_TOPIC] = message.topic_name
+    props[MessageConst.REAL_QUEUE_ID] = str(message.queue_id)
+    return replace(
+        message,
+        topic=SCHEDULE_TOPIC.encode(),
+        queue_id=level - 1,
+        properties=encode_properties(props).rstrip(b"\x02"),
+    )
+
+
+class ScheduleService:
+    def __init__(self, store: MessageStore, config_dir: Path, delay_levels: dict[int, int]) -> None:
+        self.store = store
+        self.levels = delay_levels
+        self.file = JsonTable(config_dir / "delayOffset.json")
+        self.offsets: dict[int, int] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def load(self) -> None:
+        saved = self.file.load_json()
+        if saved:
+            self.offsets = {int(k): int(v) for k, v in (saved.get("offsetTable") or {}).items()}
+
+    def persist(self) -> None:
+        self.file.persist_json({"offsetTable": dict(sorted(self.offsets.items()))})
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._deliver(level)) for level in sorted(self.levels)]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _deliver(self, level: int) -> None:
+        queue_id = level - 1
+        while True:
+            wait = await self._deliver_due(level, queue_id)
+            await asyncio.sleep(wait)
+
+    async def _deliver_due(self, level: int, queue_id: int) -> float:
+        """Deliver what is due; seconds until the next check."""
+        offset = max(
+            self.offsets.get(level, 0), self.store.min_offset_in_queue(SCHEDULE_TOPIC, queue_id)
+        )
+        queue = self.store.queues.queues.get((SCHEDULE_TOPIC, queue_id))
+        if queue is None:
+            return IDLE_CHECK_S
+        while offset < queue.max_offset:
+            entry = queue.entry(offset)
+            if entry is None:
+                break
+            now_ms = int(time.time() * 1000)
+            due = entry.tags_code
+            if due > now_ms:
+                self.offsets[level] = offset
+                return min((due - now_ms) / 1000, IDLE_CHECK_S * 10)
+            record = self.store.lookup_message_by_offset(entry.phy_offset)
+            if record is not None:
+                props = record.properties()
+                props.pop(MessageConst.DELAY_TIME_LEVEL, None)
+                real = MessageToStore(
+                    topic=props.get(MessageConst.REAL_TOPIC, record.topic).encode(),
+                    queue_id=int(props.get(MessageConst.REAL_QUEUE_ID, "0")),
+                    body=bytes(record.body),
+                    properties=encode_properties(props).rstrip(b"\x02"),
+                    flag=record.flag,
+                    sys_flag=record.sys_flag,
+                    born_timestamp=record.born_timestamp,
+                    born_host=record.born_host,
+                    store_host=record.store_host,
+                    reconsume_times=record.reconsume_times,
+                )
+                result = await self.store.put_message(real)
+                if result.status is not PutStatus.PUT_OK:
+                    log.warning("schedule.redeliver_failed", level=level, status=result.status.name)
+                    self.offsets[level] = offset
+                    return IDLE_CHECK_S * 10
+            offset += 1
+            self.offsets[level] = offset
+        return IDLE_CHECK_S
