@@ -432,10 +432,14 @@ class MessageStore:
         max_count: int,
         *,
         tags_codes: frozenset[int] | None = None,
+        record_filter: Callable[[memoryview], bool] | None = None,
     ) -> GetResult:
-        """Up to `max_count` whole records from queue offset `offset` (RocketMQ's getMessage)."""
+        """Up to `max_count` whole records from queue offset `offset` (RocketMQ's getMessage).
+
+        `tags_codes` filters by the ConsumeQueue's tags hash; `record_filter`, when given, is
+        asked about each record that passes (SQL92 filters read its properties)."""
         started = time.perf_counter()
-        result = self._get(topic, queue_id, offset, max_count, tags_codes)
+        result = self._get(topic, queue_id, offset, max_count, tags_codes, record_filter)
         self.stats.record_get(len(result.messages), (time.perf_counter() - started) * 1000)
         return result
 
@@ -446,6 +450,7 @@ class MessageStore:
         offset: int,
         max_count: int,
         tags_codes: frozenset[int] | None,
+        record_filter: Callable[[memoryview], bool] | None = None,
     ) -> GetResult:
         queue = self.queues.queues.get((topic, queue_id))
         if queue is None:
@@ -483,6 +488,9 @@ class MessageStore:
                 if view is None:
                     result.status = GetStatus.MESSAGE_WAS_REMOVING
                     break
+                if record_filter is not None and not record_filter(view):
+                    scanned += 1
+                    continue
                 if result.messages and total + len(view) > budget:
                     break
                 result.messages.append(view)

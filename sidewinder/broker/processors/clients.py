@@ -9,6 +9,7 @@ from typing import Any
 from sidewinder.broker.clients import Clients
 from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
+from sidewinder.broker.sql_filter import SqlFilterError, compile_sql
 from sidewinder.broker.topics import RETRY_GROUP_TOPIC_PREFIX, TopicTable
 from sidewinder.protocol import body
 from sidewinder.protocol.codes import RequestCode, ResponseCode
@@ -72,6 +73,25 @@ class ClientManageProcessor:
         if code == RequestCode.LOCK_BATCH_MQ:
             return self._lock(request)
         return self._unlock(request)
+
+    def _check_client_config(self, request: RemotingCommand) -> RemotingCommand:
+        sub = _json(request).get("subscriptionData") or {}
+        kind = str(sub.get("expressionType") or "TAG").upper()
+        if kind == "TAG":
+            return request.reply(ResponseCode.SUCCESS)
+        if kind != "SQL92" or not self.config.enable_property_filter:
+            return request.reply(
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {kind}",
+            )
+        try:
+            compile_sql(str(sub.get("subString") or ""))
+        except SqlFilterError as exc:
+            return request.reply(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                f"Parse the consumer's subscription[{sub.get('subString')}] failed: {exc}",
+            )
+        return request.reply(ResponseCode.SUCCESS)
 
     def _heartbeat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         data = _json(request)

@@ -7,20 +7,39 @@ four response header fields (Java rejects one without them).
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections.abc import Callable
 
 from sidewinder.broker.clients import Clients, parse_tag_expression
 from sidewinder.broker.config import PERM_READ, BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.long_polling import HeldPull, PullHolds
 from sidewinder.broker.offsets import ConsumerOffsets
+from sidewinder.broker.sql_filter import Predicate, SqlFilterError, compile_sql
 from sidewinder.broker.topics import TopicTable
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from sidewinder.remoting.dispatch import RequestContext
+from sidewinder.store.message_codec import MessageRecord, decode_record
 from sidewinder.store.message_store import GetResult, GetStatus, MessageStore
 
 FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
+
+
+@functools.lru_cache(maxsize=1024)
+def compiled(expression: str) -> Predicate:
+    return compile_sql(expression)
+
+
+def _record_filter(predicate: Predicate) -> Callable[[memoryview], bool]:
+    def matches(view: memoryview) -> bool:
+        record = decode_record(view)
+        return isinstance(record, MessageRecord) and predicate(record.properties())
+
+    return matches
+
+
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 _CODES = {
@@ -56,10 +75,11 @@ class PullProcessor:
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand | None:
         header = PullMessageRequestHeader.from_ext(request.ext_fields)
-        refusal, codes = self._check(request, header)
+        refusal, codes, predicate = self._check(request, header)
         if refusal is not None:
             return refusal
-        response = self._pull(request, header, codes)
+        record_filter = _record_filter(predicate) if predicate is not None else None
+        response = self._pull(request, header, codes, record_filter)
         suspend = header.sys_flag & FLAG_SUSPEND
         if header.sys_flag & FLAG_COMMIT_OFFSET and header.commit_offset >= 0:
             self.offsets.commit(
@@ -76,7 +96,7 @@ class PullProcessor:
 
         def retry() -> None:
             if not answered.done():
-                answered.set_result(self._pull(request, header, codes))
+                answered.set_result(self._pull(request, header, codes, record_filter))
 
         self.holds.hold(
             HeldPull(header.topic, header.queue_id, header.queue_offset, retry), timeout_ms / 1000
@@ -85,65 +105,118 @@ class PullProcessor:
 
     def _check(
         self, request: RemotingCommand, header: PullMessageRequestHeader
-    ) -> tuple[RemotingCommand | None, frozenset[int] | None]:
+    ) -> tuple[RemotingCommand | None, frozenset[int] | None, Predicate | None]:
+        """A refusal, or the tag codes and SQL92 predicate the pull filters by."""
         if not self.config.broker_permission & PERM_READ:
-            return request.reply(
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{self.config.broker_ip1}] pulling message is forbidden",
-            ), None
+            return (
+                request.reply(
+                    ResponseCode.NO_PERMISSION,
+                    f"the broker[{self.config.broker_ip1}] pulling message is forbidden",
+                ),
+                None,
+                None,
+            )
         group = self.groups.find(header.consumer_group)
         if group is None:
-            return request.reply(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{header.consumer_group}] does not exist, {FAQ.strip()}",
-            ), None
+            return (
+                request.reply(
+                    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                    f"subscription group [{header.consumer_group}] does not exist, {FAQ.strip()}",
+                ),
+                None,
+                None,
+            )
         if not group.consume_enable:
-            return request.reply(
-                ResponseCode.NO_PERMISSION,
-                f"subscription group no permission, {header.consumer_group}",
-            ), None
+            return (
+                request.reply(
+                    ResponseCode.NO_PERMISSION,
+                    f"subscription group no permission, {header.consumer_group}",
+                ),
+                None,
+                None,
+            )
         topic = self.topics.get(header.topic)
         if topic is None:
-            return request.reply(
-                ResponseCode.TOPIC_NOT_EXIST,
-                f"topic[{header.topic}] not exist, apply first please!{FAQ}",
-            ), None
+            return (
+                request.reply(
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic[{header.topic}] not exist, apply first please!{FAQ}",
+                ),
+                None,
+                None,
+            )
         if not topic.perm & PERM_READ:
-            return request.reply(
-                ResponseCode.NO_PERMISSION,
-                f"the topic[{header.topic}] pulling message is forbidden",
-            ), None
+            return (
+                request.reply(
+                    ResponseCode.NO_PERMISSION,
+                    f"the topic[{header.topic}] pulling message is forbidden",
+                ),
+                None,
+                None,
+            )
         if not 0 <= header.queue_id < topic.read_queue_nums:
-            return request.reply(
-                ResponseCode.SYSTEM_ERROR,
-                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
-                f"topicConfig.readQueueNums:[{topic.read_queue_nums}] "
-                f"consumer:[{header.consumer_group}]",
-            ), None
+            return (
+                request.reply(
+                    ResponseCode.SYSTEM_ERROR,
+                    f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
+                    f"topicConfig.readQueueNums:[{topic.read_queue_nums}] "
+                    f"consumer:[{header.consumer_group}]",
+                ),
+                None,
+                None,
+            )
         if header.sys_flag & FLAG_SUBSCRIPTION:
-            if (header.expression_type or "TAG").upper() != "TAG":
-                return request.reply(
-                    ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                    "The broker does not support consumer to filter message by SQL92",
-                ), None
-            return None, parse_tag_expression(header.subscription)[1]
+            kind = (header.expression_type or "TAG").upper()
+            if kind == "TAG":
+                return None, parse_tag_expression(header.subscription)[1], None
+            return self._sql(request, kind, header.subscription or "")
         subscription = self.clients.subscription(header.consumer_group, header.topic)
         if subscription is None:
             if header.consumer_group not in self.clients.consumers:
-                return request.reply(
+                return (
+                    request.reply(
+                        ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                        f"the consumer's group info not exist{FAQ}",
+                    ),
+                    None,
+                    None,
+                )
+            return (
+                request.reply(
                     ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                    f"the consumer's group info not exist{FAQ}",
-                ), None
-            return request.reply(
-                ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist{FAQ}"
-            ), None
-        return None, subscription.codes
+                    f"the consumer's subscription not exist{FAQ}",
+                ),
+                None,
+                None,
+            )
+        if subscription.expression_type.upper() != "TAG":
+            return self._sql(request, subscription.expression_type.upper(), subscription.sub_string)
+        return None, subscription.codes, None
+
+    def _sql(
+        self, request: RemotingCommand, kind: str, expression: str
+    ) -> tuple[RemotingCommand | None, frozenset[int] | None, Predicate | None]:
+        if kind != "SQL92" or not self.config.enable_property_filter:
+            refusal = request.reply(
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {kind}",
+            )
+            return refusal, None, None
+        try:
+            return None, None, compiled(expression)
+        except SqlFilterError as exc:
+            refusal = request.reply(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                f"parse the consumer's subscription[{expression}] failed: {exc}",
+            )
+            return refusal, None, None
 
     def _pull(
         self,
         request: RemotingCommand,
         header: PullMessageRequestHeader,
         codes: frozenset[int] | None,
+        record_filter: Callable[[memoryview], bool] | None,
     ) -> RemotingCommand:
         got = self.store.get_messages(
             header.topic,
@@ -151,6 +224,7 @@ class PullProcessor:
             header.queue_offset,
             header.max_msg_nums,
             tags_codes=codes,
+            record_filter=record_filter,
         )
         code = self._code(got, header.queue_offset)
         ext = PullMessageResponseHeader(
