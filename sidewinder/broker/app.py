@@ -18,6 +18,7 @@ from sidewinder.broker.long_polling import PullHolds
 from sidewinder.broker.offsets import ConsumerOffsets
 from sidewinder.broker.processors.admin import AdminProcessor
 from sidewinder.broker.processors.clients import ClientManageProcessor
+from sidewinder.broker.processors.end_transaction import EndTransactionProcessor
 from sidewinder.broker.processors.offsets import OffsetProcessor
 from sidewinder.broker.processors.pull import PullProcessor
 from sidewinder.broker.processors.query import QueryProcessor
@@ -27,6 +28,7 @@ from sidewinder.broker.registration import Registration
 from sidewinder.broker.routes import build_routes
 from sidewinder.broker.schedule import ScheduleService
 from sidewinder.broker.topics import TopicTable
+from sidewinder.broker.transactions import Transactions
 from sidewinder.protocol.codes import RequestCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import RemotingClient
@@ -70,6 +72,7 @@ class BrokerApp:
         self.store.arrival_listeners.append(self.holds.arrived)
         self.outbound = RemotingClient()
         self.registration = Registration(config, self.topics, self.outbound)
+        self.transactions = Transactions(config, self.store, self.topics, self.clients)
         levels = parse_delay_levels(config.store.message_delay_level)
         self.schedule = ScheduleService(self.store, config_dir, levels)
         send = SendProcessor(config, self.store, self.topics, max(levels, default=0))
@@ -91,6 +94,7 @@ class BrokerApp:
             config,
             send=send,
             send_back=send_back,
+            end_transaction=EndTransactionProcessor(self.store, self.transactions),
             pull=pull,
             query=QueryProcessor(self.store),
             clients=client_manage,
@@ -109,7 +113,10 @@ class BrokerApp:
         loop = asyncio.get_running_loop()
         for table in (self.topics, self.groups, self.offsets, self.schedule):
             await loop.run_in_executor(None, table.load)
+        self.transactions.ensure_topics()
         await self.store.start()
+        self.transactions.load()
+        self.transactions.start()
         self.schedule.start()
         await self.server.start(host)
         await self.fast_server.start(host)
@@ -176,6 +183,7 @@ class BrokerApp:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.registration.stop(), SHUTDOWN_BUDGET_S / 2)
         await self.schedule.stop()
+        await self.transactions.stop()
         self.holds.release_all()
         await asyncio.sleep(0)
         await self.server.stop()

@@ -71,6 +71,10 @@ class BrokerConfig(BaseModel):
     force_register: bool = True
     channel_not_active_interval: int = Field(60_000, ge=0)
     max_delay_time: int = 40
+    reject_transaction_message: bool = False
+    transaction_time_out: int = Field(6000, ge=0)
+    transaction_check_max: int = Field(15, ge=0)
+    transaction_check_interval: int = Field(60_000, gt=0)
     slave_read_enable: bool = False
     store: StoreConfig = Field(default_factory=StoreConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.processors.admin import AdminProcessor
 from sidewinder.broker.processors.clients import ClientManageProcessor
+from sidewinder.broker.processors.end_transaction import EndTransactionProcessor
 from sidewinder.broker.processors.offsets import OffsetProcessor
 from sidewinder.broker.processors.pull import PullProcessor
 from sidewinder.broker.processors.query import QueryProcessor
@@ -19,6 +20,7 @@ def build_routes(
     *,
     send: SendProcessor,
     send_back: SendBackProcessor,
+    end_transaction: EndTransactionProcessor,
     pull: PullProcessor,
     query: QueryProcessor,
     clients: ClientManageProcessor,
@@ -39,6 +41,15 @@ def build_routes(
         ),
     )
     table.register(send_back, R.CONSUMER_SEND_MSG_BACK)
+    table.register(
+        end_transaction,
+        R.END_TRANSACTION,
+        limits=Limits(
+            concurrency=64,
+            capacity=100_000,
+            budget_ms=config.wait_time_mills_in_transaction_queue if fast_failure else 0,
+        ),
+    )
     table.register(
         pull,
         R.PULL_MESSAGE,

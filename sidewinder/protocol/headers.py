@@ -336,3 +336,23 @@ class ConsumerSendMsgBackRequestHeader(CommandHeader):
     origin_topic: str | None = wire("originTopic")
     unit_mode: bool | None = wire("unitMode")
     max_reconsume_times: int | None = wire("maxReconsumeTimes")
+
+
+@dataclass(slots=True)
+class EndTransactionRequestHeader(CommandHeader):
+    producer_group: str = wire("producerGroup", required=True)
+    tran_state_table_offset: int = wire("tranStateTableOffset", required=True, long=True)
+    commit_log_offset: int = wire("commitLogOffset", required=True, long=True)
+    commit_or_rollback: int = wire("commitOrRollback", required=True)
+    from_transaction_check: bool | None = wire("fromTransactionCheck")
+    msg_id: str = wire("msgId", required=True)
+    transaction_id: str | None = wire("transactionId")
+
+
+@dataclass(slots=True)
+class CheckTransactionStateRequestHeader(CommandHeader):
+    tran_state_table_offset: int = wire("tranStateTableOffset", required=True, long=True)
+    commit_log_offset: int = wire("commitLogOffset", required=True, long=True)
+    msg_id: str | None = wire("msgId")
+    transaction_id: str | None = wire("transactionId")
+    offset_msg_id: str | None = wire("offsetMsgId")

@@ -9,6 +9,7 @@ import struct
 from sidewinder.broker.config import PERM_WRITE, BrokerConfig
 from sidewinder.broker.schedule import schedule_for_delay
 from sidewinder.broker.topics import TopicTable, topic_name_problem
+from sidewinder.broker.transactions import to_half
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import (
@@ -37,6 +38,11 @@ def host_of(address: str) -> Host:
     """A Host from "ip:port" (IPv4 or IPv6)."""
     ip, _, port = address.rpartition(":")
     return Host(ipaddress.ip_address(ip.strip("[]")).packed, int(port))
+
+
+def _is_half(header: SendMessageRequestHeader) -> bool:
+    """A transactional send: the TRAN_MSG property set to true (and the PREPARED flag)."""
+    return bool(header.properties) and "TRAN_MSG\x01true" in (header.properties or "")
 
 
 class BatchError(ValueError):
@@ -117,7 +123,15 @@ class SendProcessor:
                 (header.properties or "").encode(),
                 born,
             )
-            if self.max_delay_level:
+            if _is_half(header):
+                if self.config.reject_transaction_message:
+                    return request.reply(
+                        ResponseCode.NO_PERMISSION,
+                        f"the broker[{self.config.broker_ip1}] sending transaction message is "
+                        "forbidden",
+                    )
+                message = to_half(message)
+            elif self.max_delay_level:
                 message = schedule_for_delay(message, self.max_delay_level)
             result = await self.store.put_message(message)
         return self._reply(request, result, queue_id)
