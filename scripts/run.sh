@@ -1,12 +1,9 @@
 #!/usr/bin/env bash
-# The README's run command. Until the broker and name server exist (issues 12 and 13) it installs
-# the project into .venv and runs the store benchmark: Sidewinder's MessageStore writing,
-# reading and recovering 1 KiB messages beside raw loops on this machine. Extra arguments go to
-# scripts/bench_store.py (e.g. --seconds 5 --recovery-mib 1024).
+# The README's run command: installs the project into .venv and starts a name server and a broker
+# on local defaults (127.0.0.1:9876 and :10911, store in ./store) in one process; Ctrl-C stops
+# both. Point any RocketMQ client at -n 127.0.0.1:9876. Extra arguments go to sidewinder-dev
+# (e.g. --store /tmp/store --namesrv-port 19876 --broker-port 20911 -c conf/broker.conf).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/venv.sh ""
-if [ $# -eq 0 ]; then
-    set -- --seconds 3 --recovery-mib 256
-fi
-exec .venv/bin/python scripts/bench_store.py "$@"
+exec .venv/bin/sidewinder-dev "$@"

@@ -1,0 +1,94 @@
+"""sidewinder-dev: a name server and a broker in one process, on the default ports, for a laptop.
+
+    sidewinder-dev [--store ./store] [--namesrv-port 9876] [--broker-port 10911] [-c broker.conf]
+
+The broker registers with the in-process name server (127.0.0.1:9876 unless told otherwise);
+clients use `-n 127.0.0.1:9876` as with any RocketMQ cluster. SIGTERM / SIGINT stop both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import uvloop
+
+from sidewinder.broker.app import BrokerApp
+from sidewinder.broker.config import BrokerConfig
+from sidewinder.common.config import ConfigError
+from sidewinder.common.log import configure_logging
+from sidewinder.common.properties import read_properties
+from sidewinder.namesrv.app import NamesrvApp
+from sidewinder.namesrv.config import NamesrvConfig
+
+
+def configs(args: argparse.Namespace) -> tuple[NamesrvConfig, BrokerConfig]:
+    store = args.store.resolve()
+    namesrv = NamesrvConfig.from_properties(
+        {
+            "listenPort": str(args.namesrv_port),
+            "kvConfigPath": str(store / "namesrv" / "kvConfig.json"),
+        }
+    )
+    values = read_properties(args.config) if args.config else {}
+    values = {
+        "brokerName": "broker-a",
+        "brokerIP1": "127.0.0.1",
+        "storePathRootDir": str(store),
+        "storePathCommitLog": str(store / "commitlog"),
+        **values,
+        "namesrvAddr": f"127.0.0.1:{args.namesrv_port}",
+        "listenPort": str(args.broker_port),
+    }
+    return namesrv, BrokerConfig.from_properties(values)
+
+
+async def serve(namesrv_config: NamesrvConfig, broker_config: BrokerConfig) -> None:
+    namesrv = NamesrvApp(namesrv_config)
+    await namesrv.start("127.0.0.1")
+    broker = BrokerApp(broker_config)
+    try:
+        await broker.start("127.0.0.1")
+    except BaseException:
+        await namesrv.stop()
+        raise
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    print(
+        f"sidewinder-dev boot success: name server 127.0.0.1:{namesrv.server.port}, "
+        f"broker {broker_config.broker_addr}, store {broker_config.store.store_path_root_dir}",
+        flush=True,
+    )
+    await stop.wait()
+    await broker.stop()
+    await namesrv.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="sidewinder-dev", description=__doc__)
+    parser.add_argument("--store", type=Path, default=Path("store"))
+    parser.add_argument("--namesrv-port", type=int, default=9876)
+    parser.add_argument("--broker-port", type=int, default=10911)
+    parser.add_argument("-c", "--configFile", dest="config", type=Path, help="broker.conf")
+    args = parser.parse_args(argv)
+    configure_logging()
+    try:
+        namesrv, broker = configs(args)
+    except (ConfigError, OSError, ValueError) as exc:
+        print(f"sidewinder-dev: {exc}", file=sys.stderr)
+        return 2
+    try:
+        uvloop.run(serve(namesrv, broker))
+    except OSError as exc:
+        print(f"sidewinder-dev: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
