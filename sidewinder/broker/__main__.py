@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
@@ -70,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mqbroker: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
-        print(f"mqbroker: {exc}", file=sys.stderr)
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        print(f"mqbroker: cannot start: {reason} ({exc})", file=sys.stderr)
         return 1
     return 0
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
@@ -57,8 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         uvloop.run(serve(config))
     except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
         print(
-            f"mqnamesrv: cannot listen on port {config.server.listen_port}: {exc}", file=sys.stderr
+            f"mqnamesrv: cannot listen on port {config.server.listen_port}: {reason} ({exc})",
+            file=sys.stderr,
         )
         return 1
     return 0

@@ -14,6 +14,7 @@ beyond the flushed offset.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -172,6 +173,7 @@ class MessageStore:
             thorough_interval_ms=config.flush_consume_queue_thorough_interval,
         )
         self.recovery: RecoveryReport | None = None
+        self._catch_up: list[tuple[int, asyncio.Future[None]]] = []
         self.stats = StoreStats()
         self._stats_task: asyncio.Task[None] | None = None
         self.cleanup = Cleanup(
@@ -406,6 +408,7 @@ class MessageStore:
             self._dispatch_wakeup.clear()
             limit = self.dispatch_limit
             if limit <= self.reput.offset:
+                self._release_caught_up()
                 continue
             try:
                 grown = await loop.run_in_executor(
@@ -416,12 +419,38 @@ class MessageStore:
                 self.dispatch_error = exc
                 log.error("store.dispatch_failed", reput_offset=self.reput.offset, error=repr(exc))
                 return
+            self._release_caught_up()
             for (topic, queue_id), max_offset in grown.items():
                 name = topic.decode("utf-8", "surrogateescape")
                 for listener in self.arrival_listeners:
                     listener(name, queue_id, max_offset)
             if self.reput.offset < self.dispatch_limit:
                 self._dispatch_wakeup.set()
+
+    def _release_caught_up(self) -> None:
+        if not self._catch_up:
+            return
+        waiting = []
+        for target, future in self._catch_up:
+            if self.reput.offset >= target:
+                if not future.done():
+                    future.set_result(None)
+            else:
+                waiting.append((target, future))
+        self._catch_up = waiting
+
+    async def caught_up(self, timeout_s: float = 0.5) -> None:
+        """Wait (briefly) until everything appended before this call is dispatched, so a
+        reader right after a write sees it, as it would on a RocketMQ broker whose reput keeps
+        pace; gives up quietly after `timeout_s`."""
+        target = self.dispatch_limit
+        if self.reput.offset >= target or not self.running:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._catch_up.append((target, future))
+        self._dispatch_wakeup.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(future, timeout_s)
 
     # -- reads ---------------------------------------------------------------------------------
     def get_messages(

@@ -237,6 +237,11 @@ class AdminProcessor:
             ResponseCode.SUCCESS, ext_fields={"version": version}, body=text.encode()
         )
 
+    async def _consumed_by(self, request: RemotingCommand) -> RemotingCommand:
+        topic = TopicHeader.from_ext(request.ext_fields).topic
+        groups = set(self.clients.groups_of_topic(topic)) | self.offsets.groups_of_topic(topic)
+        return _json(request, {"groupList": sorted(groups)})
+
     def _mq(self, topic: str, queue: int) -> ObjectKey:
         return ObjectKey(brokerName=self.config.broker_name, queueId=queue, topic=topic)
 
@@ -253,6 +258,7 @@ class AdminProcessor:
         RequestCode.GET_CONSUMER_CONNECTION_LIST: _consumer_connections,
         RequestCode.GET_PRODUCER_CONNECTION_LIST: _producer_connections,
         RequestCode.GET_BROKER_CONFIG: _broker_config,
+        RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: _consumed_by,
     }
 
 

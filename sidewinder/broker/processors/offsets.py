@@ -24,6 +24,8 @@ class OffsetProcessor:
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         code = request.code
+        if code != RequestCode.UPDATE_CONSUMER_OFFSET:
+            await self.store.caught_up()
         if code == RequestCode.QUERY_CONSUMER_OFFSET:
             header = QueryConsumerOffsetRequestHeader.from_ext(request.ext_fields)
             offset = self.offsets.query(header.consumer_group, header.topic, header.queue_id)

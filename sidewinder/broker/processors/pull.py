@@ -79,6 +79,7 @@ class PullProcessor:
         if refusal is not None:
             return refusal
         record_filter = _record_filter(predicate) if predicate is not None else None
+        await self.store.caught_up()
         response = self._pull(request, header, codes, record_filter)
         suspend = header.sys_flag & FLAG_SUSPEND
         if header.sys_flag & FLAG_COMMIT_OFFSET and header.commit_offset >= 0:

@@ -20,6 +20,7 @@ class QueryProcessor:
         self.store = store
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        await self.store.caught_up()
         if request.code == RequestCode.VIEW_MESSAGE_BY_ID:
             offset = ViewMessageRequestHeader.from_ext(request.ext_fields).offset
             record = self.store.lookup_message_by_offset(offset)
