@@ -135,3 +135,19 @@ class ManagedProcess:
             return None
         self.signal(signal.SIGKILL)
         return self.proc.wait(30)
+
+
+def start_until_banner(
+    process: ManagedProcess, port: int, timeout_s: float, banner: bytes = b"boot success"
+) -> None:
+    """Start (or restart) `process` and wait until it prints `banner` anew and `port` accepts."""
+    out = process.out_path
+    marker = out.stat().st_size if out.exists() else 0
+
+    def booted() -> bool:
+        with open(out, "rb") as stream:
+            stream.seek(marker)
+            return banner in stream.read()
+
+    process.start()
+    process.wait_ready(lambda: booted() and can_connect("127.0.0.1", port), timeout_s)

@@ -20,7 +20,13 @@ from typing import Any
 
 from interop.cache import BenchCache, bench_cache
 from interop.jvm import java_command, java_env
-from interop.processes import ManagedProcess, StartupError, can_connect, free_port_block
+from interop.processes import (
+    ManagedProcess,
+    StartupError,
+    can_connect,
+    free_port_block,
+    start_until_banner,
+)
 from sidewinder.common.properties import read_properties
 
 NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
@@ -174,19 +180,8 @@ class RocketMQCluster:
 
     def start_broker(self) -> None:
         """Start (or restart, after stop_broker/kill_broker) the broker on the same store."""
-        marker = self.broker.out_path.stat().st_size if self.broker.out_path.exists() else 0
-
-        def booted() -> bool:
-            # BrokerStartup prints this after it has registered with the name server.
-            with open(self.broker.out_path, "rb") as out:
-                out.seek(marker)
-                return b"boot success" in out.read()
-
-        self.broker.start()
-        self.broker.wait_ready(
-            lambda: booted() and can_connect("127.0.0.1", self.broker_port),
-            self.startup_timeout_s,
-        )
+        # BrokerStartup prints "boot success" after it has registered with the name server.
+        start_until_banner(self.broker, self.broker_port, self.startup_timeout_s)
 
     def stop_broker(self, timeout_s: float = 60.0) -> int | None:
         return self.broker.stop(timeout_s)

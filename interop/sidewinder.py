@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from interop.processes import ManagedProcess, can_connect, free_port_block
+from interop.processes import ManagedProcess, can_connect, free_port_block, start_until_banner
 from interop.rocketmq import write_properties
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -132,18 +132,7 @@ class SidewinderCluster:
         return self
 
     def start_broker(self) -> None:
-        marker = self.broker.out_path.stat().st_size if self.broker.out_path.exists() else 0
-
-        def booted() -> bool:
-            with open(self.broker.out_path, "rb") as out:
-                out.seek(marker)
-                return b"boot success" in out.read()
-
-        self.broker.start()
-        self.broker.wait_ready(
-            lambda: booted() and can_connect("127.0.0.1", self.broker_port),
-            self.startup_timeout_s,
-        )
+        start_until_banner(self.broker, self.broker_port, self.startup_timeout_s)
 
     def stop_broker(self, timeout_s: float = 30.0) -> int | None:
         return self.broker.stop(timeout_s)

@@ -9,8 +9,6 @@ clients use `-n 127.0.0.1:9876` as with any RocketMQ cluster. SIGTERM / SIGINT s
 from __future__ import annotations
 
 import argparse
-import asyncio
-import signal
 import sys
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from sidewinder.broker.config import BrokerConfig
 from sidewinder.common.config import ConfigError
 from sidewinder.common.log import configure_logging
 from sidewinder.common.properties import read_properties
+from sidewinder.common.service import serve_until_signalled
 from sidewinder.namesrv.app import NamesrvApp
 from sidewinder.namesrv.config import NamesrvConfig
 
@@ -48,25 +47,28 @@ def configs(args: argparse.Namespace) -> tuple[NamesrvConfig, BrokerConfig]:
 
 async def serve(namesrv_config: NamesrvConfig, broker_config: BrokerConfig) -> None:
     namesrv = NamesrvApp(namesrv_config)
-    await namesrv.start("127.0.0.1")
     broker = BrokerApp(broker_config)
-    try:
-        await broker.start("127.0.0.1")
-    except BaseException:
+
+    async def start() -> None:
+        await namesrv.start("127.0.0.1")
+        try:
+            await broker.start("127.0.0.1")
+        except BaseException:
+            await namesrv.stop()
+            raise
+
+    async def stop() -> None:
+        await broker.stop()
         await namesrv.stop()
-        raise
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    print(
-        f"sidewinder-dev boot success: name server 127.0.0.1:{namesrv.server.port}, "
-        f"broker {broker_config.broker_addr}, store {broker_config.store.store_path_root_dir}",
-        flush=True,
+
+    await serve_until_signalled(
+        start,
+        stop,
+        lambda: (
+            f"sidewinder-dev boot success: name server 127.0.0.1:{namesrv.server.port}, "
+            f"broker {broker_config.broker_addr}, store {broker_config.store.store_path_root_dir}"
+        ),
     )
-    await stop.wait()
-    await broker.stop()
-    await namesrv.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,9 +7,7 @@ checkpoint, remove the abort file, exit 0.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from sidewinder.broker.config import BrokerConfig
 from sidewinder.common.config import ConfigError
 from sidewinder.common.log import configure_logging
 from sidewinder.common.properties import read_properties
+from sidewinder.common.service import serve_until_signalled
 from sidewinder.store.run_markers import StoreLockedError
 
 
@@ -35,18 +34,14 @@ def load_config(path: Path | None, namesrv: str | None) -> BrokerConfig:
 
 async def serve(config: BrokerConfig) -> None:
     app = BrokerApp(config)
-    await app.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    print(
-        f"The broker[{config.broker_name}, {config.broker_addr}] boot success. "
-        f"serializeType=JSON and name server is {config.namesrv_addr}",
-        flush=True,
+    await serve_until_signalled(
+        app.start,
+        app.stop,
+        lambda: (
+            f"The broker[{config.broker_name}, {config.broker_addr}] boot success. "
+            f"serializeType=JSON and name server is {config.namesrv_addr}"
+        ),
     )
-    await stop.wait()
-    await app.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ import structlog
 from sidewinder.broker.metadata import JsonTable
 from sidewinder.broker.topics import SCHEDULE_TOPIC
 from sidewinder.protocol.message import MessageConst, decode_properties, encode_properties
-from sidewinder.store.message_codec import MessageToStore
+from sidewinder.store.message_codec import MessageToStore, message_from_record
 from sidewinder.store.message_store import MessageStore, PutStatus
 
 log = structlog.get_logger(__name__)
@@ -45,7 +45,7 @@ def schedule_for_delay(message: MessageToStore, max_level: int) -> MessageToStor
         message,
         topic=SCHEDULE_TOPIC.encode(),
         queue_id=level - 1,
-        properties=encode_properties(props).rstrip(b"\x02"),
+        properties=encode_properties(props, trailing=False),
     )
 
 
@@ -103,17 +103,11 @@ class ScheduleService:
             if record is not None:
                 props = record.properties()
                 props.pop(MessageConst.DELAY_TIME_LEVEL, None)
-                real = MessageToStore(
-                    topic=props.get(MessageConst.REAL_TOPIC, record.topic).encode(),
+                real = message_from_record(
+                    record,
+                    topic=props.get(MessageConst.REAL_TOPIC, record.topic),
                     queue_id=int(props.get(MessageConst.REAL_QUEUE_ID, "0")),
-                    body=bytes(record.body),
-                    properties=encode_properties(props).rstrip(b"\x02"),
-                    flag=record.flag,
-                    sys_flag=record.sys_flag,
-                    born_timestamp=record.born_timestamp,
-                    born_host=record.born_host,
-                    store_host=record.store_host,
-                    reconsume_times=record.reconsume_times,
+                    properties=props,
                 )
                 result = await self.store.put_message(real)
                 if result.status is not PutStatus.PUT_OK:

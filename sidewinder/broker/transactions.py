@@ -29,7 +29,12 @@ from sidewinder.protocol.message import (
     encode_properties,
 )
 from sidewinder.remoting.connection import Connection
-from sidewinder.store.message_codec import MessageRecord, MessageToStore, encode_record
+from sidewinder.store.message_codec import (
+    MessageRecord,
+    MessageToStore,
+    encode_record,
+    message_from_record,
+)
 from sidewinder.store.message_store import MessageStore, PutResult
 
 log = structlog.get_logger(__name__)
@@ -48,7 +53,7 @@ def to_half(message: MessageToStore) -> MessageToStore:
         topic=TRANS_HALF_TOPIC.encode(),
         queue_id=0,
         sys_flag=message.sys_flag & ~0xC,
-        properties=encode_properties(props).rstrip(b"\x02"),
+        properties=encode_properties(props, trailing=False),
     )
 
 
@@ -90,17 +95,12 @@ class Transactions:
         if commit:
             props = half.properties()
             props.pop(MessageConst.TRANSACTION_PREPARED, None)
-            real = MessageToStore(
-                topic=props.get(MessageConst.REAL_TOPIC, half.topic).encode(),
+            real = message_from_record(
+                half,
+                topic=props.get(MessageConst.REAL_TOPIC, half.topic),
                 queue_id=int(props.get(MessageConst.REAL_QUEUE_ID, "0")),
-                body=bytes(half.body),
-                properties=encode_properties(props).rstrip(b"\x02"),
-                flag=half.flag,
+                properties=props,
                 sys_flag=(half.sys_flag & ~0xC) | COMMIT,
-                born_timestamp=half.born_timestamp,
-                born_host=half.born_host,
-                store_host=half.store_host,
-                reconsume_times=half.reconsume_times,
                 prepared_transaction_offset=half.phy_offset,
             )
             result = await self.store.put_message(real)
@@ -108,7 +108,7 @@ class Transactions:
             topic=TRANS_OP_HALF_TOPIC.encode(),
             queue_id=0,
             body=str(half.queue_offset).encode(),
-            properties=encode_properties({MessageConst.TAGS: REMOVE_TAG}).rstrip(b"\x02"),
+            properties=encode_properties({MessageConst.TAGS: REMOVE_TAG}, trailing=False),
             store_host=half.store_host,
             born_host=half.store_host,
             born_timestamp=int(time.time() * 1000),
@@ -189,18 +189,11 @@ class Transactions:
     @staticmethod
     def _check_body(record: MessageRecord, props: dict[str, str]) -> bytes:
         """The half message as MessageDecoder.encode writes it, with its real topic and queue."""
-        real = MessageToStore(
-            topic=props.get(MessageConst.REAL_TOPIC, record.topic).encode(),
+        real = message_from_record(
+            record,
+            topic=props.get(MessageConst.REAL_TOPIC, record.topic),
             queue_id=int(props.get(MessageConst.REAL_QUEUE_ID, "0")),
-            body=bytes(record.body),
             properties=bytes(record.properties_bytes),
-            flag=record.flag,
-            sys_flag=record.sys_flag,
-            born_timestamp=record.born_timestamp,
-            born_host=record.born_host,
-            store_host=record.store_host,
-            reconsume_times=record.reconsume_times,
-            prepared_transaction_offset=record.prepared_transaction_offset,
         )
         out = bytearray(real.record_size)
         encode_record(

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import uvloop
 from sidewinder.common.config import ConfigError
 from sidewinder.common.log import configure_logging
 from sidewinder.common.properties import read_properties
+from sidewinder.common.service import serve_until_signalled
 from sidewinder.namesrv.app import NamesrvApp
 from sidewinder.namesrv.config import NamesrvConfig
 
@@ -30,14 +29,11 @@ def load_config(path: Path | None) -> NamesrvConfig:
 
 async def serve(config: NamesrvConfig) -> None:
     app = NamesrvApp(config)
-    await app.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    print(f"The Name Server boot success. serializeType=JSON, port={app.server.port}", flush=True)
-    await stop.wait()
-    await app.stop()
+    await serve_until_signalled(
+        app.start,
+        app.stop,
+        lambda: f"The Name Server boot success. serializeType=JSON, port={app.server.port}",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

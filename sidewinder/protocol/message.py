@@ -40,12 +40,14 @@ class MessageConst:
     TRACE_SWITCH = "TRACE_ON"
 
 
-def encode_properties(properties: Mapping[str, str]) -> bytes:
-    """`k\\x01v\\x02` per pair, UTF-8, as Java's messageProperties2String writes it."""
-    return "".join(
+def encode_properties(properties: Mapping[str, str], *, trailing: bool = True) -> bytes:
+    """`k\\x01v\\x02` per pair, UTF-8, as Java's messageProperties2String writes it; without
+    the last separator (`trailing=False`) as a 4.9 broker stores them."""
+    text = "".join(
         f"{name}{NAME_VALUE_SEPARATOR}{value}{PROPERTY_SEPARATOR}"
         for name, value in properties.items()
-    ).encode()
+    )
+    return (text if trailing else text[:-1] if text else text).encode()
 
 
 def decode_properties(data: bytes | bytearray | memoryview) -> dict[str, str]:

@@ -16,10 +16,12 @@ import mmap
 import socket
 import struct
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntFlag
+from typing import Any
 
-from sidewinder.protocol.message import decode_properties
+from sidewinder.protocol.message import decode_properties, encode_properties
 
 MESSAGE_MAGIC = -626843481  # 0xDAA320A7
 MESSAGE_MAGIC_V2 = -626843477  # 0xDAA320AB: 5.x, 2-byte topic length for topics over 127 bytes
@@ -236,6 +238,35 @@ class MessageToStore:
 
     def size(self) -> int:
         return self.record_size
+
+
+def message_from_record(
+    record: MessageRecord,
+    *,
+    topic: str,
+    queue_id: int,
+    properties: Mapping[str, str] | bytes,
+    **changes: Any,
+) -> MessageToStore:
+    """A stored message put again elsewhere (a due delayed message, a committed half message, a
+    retry): the same body, flags, hosts and times, a new topic, queue and properties."""
+    fields: dict[str, Any] = {
+        "topic": topic.encode(),
+        "queue_id": queue_id,
+        "body": bytes(record.body),
+        "properties": properties
+        if isinstance(properties, bytes)
+        else encode_properties(properties, trailing=False),
+        "flag": record.flag,
+        "sys_flag": record.sys_flag,
+        "born_timestamp": record.born_timestamp,
+        "born_host": record.born_host,
+        "store_host": record.store_host,
+        "reconsume_times": record.reconsume_times,
+        "prepared_transaction_offset": record.prepared_transaction_offset,
+    }
+    fields.update(changes)
+    return MessageToStore(**fields)
 
 
 def encode_record(

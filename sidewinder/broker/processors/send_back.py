@@ -12,9 +12,9 @@ from sidewinder.broker.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_P
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import ConsumerSendMsgBackRequestHeader
-from sidewinder.protocol.message import MessageConst, encode_offset_msg_id, encode_properties
+from sidewinder.protocol.message import MessageConst, encode_offset_msg_id
 from sidewinder.remoting.dispatch import RequestContext
-from sidewinder.store.message_codec import MessageToStore
+from sidewinder.store.message_codec import message_from_record
 from sidewinder.store.message_store import MessageStore, PutStatus
 
 DLQ_QUEUES_PER_GROUP = 1
@@ -88,16 +88,11 @@ class SendBackProcessor:
             record.store_host.address, record.store_host.port, record.phy_offset
         )
         props.setdefault(MessageConst.ORIGIN_MESSAGE_ID, origin)
-        message = MessageToStore(
-            topic=topic.topic_name.encode(),
+        message = message_from_record(
+            record,
+            topic=topic.topic_name,
             queue_id=queue_id,
-            body=bytes(record.body),
-            properties=encode_properties(props).rstrip(b"\x02"),
-            flag=record.flag,
-            sys_flag=record.sys_flag,
-            born_timestamp=record.born_timestamp,
-            born_host=record.born_host,
-            store_host=record.store_host,
+            properties=props,
             reconsume_times=record.reconsume_times + 1,
         )
         result = await self.store.put_message(schedule_for_delay(message, self.max_delay_level))
