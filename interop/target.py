@@ -4,8 +4,7 @@ Tests and scripts ask for a target by kind and use only these attributes, so eve
 unchanged against both. A scenario that fails on RocketMQ is a wrong test; one that passes on
 RocketMQ and fails on Sidewinder is a Sidewinder bug.
 
-`sidewinder` joins TARGET_KINDS when Sidewinder's broker and name server exist; until then it is
-not offered at all (never faked).
+Both kinds run by default; SIDEWINDER_TARGETS=rocketmq (or sidewinder) picks one.
 """
 
 from __future__ import annotations

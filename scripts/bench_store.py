@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sidewinder.common.log import configure_logging
 from sidewinder.protocol.message import encode_properties
+from sidewinder.protocol.record import Host, MessageToStore, encode_record
 from sidewinder.store.commit_log import CommitLog
 from sidewinder.store.config import StoreConfig
-from sidewinder.store.message_codec import Host, MessageToStore, encode_record
 from sidewinder.store.message_store import MessageStore, PutStatus
 
 HOST = Host(b"\x7f\x00\x00\x01", 10911)

@@ -19,7 +19,7 @@ import structlog
 from sidewinder.broker.metadata import JsonTable
 from sidewinder.broker.topics import SCHEDULE_TOPIC
 from sidewinder.protocol.message import MessageConst, decode_properties, encode_properties
-from sidewinder.store.message_codec import MessageToStore, message_from_record
+from sidewinder.protocol.record import MessageToStore, message_from_record
 from sidewinder.store.message_store import MessageStore, PutStatus
 
 log = structlog.get_logger(__name__)

@@ -28,13 +28,13 @@ from sidewinder.protocol.message import (
     encode_offset_msg_id,
     encode_properties,
 )
-from sidewinder.remoting.connection import Connection
-from sidewinder.store.message_codec import (
+from sidewinder.protocol.record import (
     MessageRecord,
     MessageToStore,
     encode_record,
     message_from_record,
 )
+from sidewinder.remoting.connection import Connection
 from sidewinder.store.message_store import MessageStore, PutResult
 
 log = structlog.get_logger(__name__)

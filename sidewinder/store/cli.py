@@ -18,9 +18,9 @@ from typing import Any
 
 from sidewinder.common.log import configure_logging
 from sidewinder.common.properties import read_properties
+from sidewinder.protocol.record import MessageRecord
 from sidewinder.store.config import ConfigError, StoreConfig
 from sidewinder.store.consume_queue import read_queue
-from sidewinder.store.message_codec import MessageRecord
 from sidewinder.store.verify import StoreProblem, iter_records, verify_store
 
 

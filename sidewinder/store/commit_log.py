@@ -16,9 +16,7 @@ from enum import Enum
 from pathlib import Path
 
 from sidewinder.protocol.message import encode_offset_msg_id
-from sidewinder.store.mapped_file import MappedFile
-from sidewinder.store.mapped_file_queue import MappedFileQueue
-from sidewinder.store.message_codec import (
+from sidewinder.protocol.record import (
     BORNHOST_V6_BIT,
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
@@ -35,6 +33,8 @@ from sidewinder.store.message_codec import (
     encode_record,
     scan_record,
 )
+from sidewinder.store.mapped_file import MappedFile
+from sidewinder.store.mapped_file_queue import MappedFileQueue
 from sidewinder.store.transient_pool import TransientStorePool
 
 

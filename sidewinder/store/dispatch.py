@@ -11,9 +11,9 @@ import re
 from pathlib import Path
 
 from sidewinder.protocol.message import KEY_SEPARATOR, MessageConst, decode_properties, tags_code
+from sidewinder.protocol.record import TRANSACTION_TYPE_MASK, MessageSysFlag, ScannedRecord
 from sidewinder.store.consume_queue import ConsumeQueue
 from sidewinder.store.index_service import IndexService
-from sidewinder.store.message_codec import TRANSACTION_TYPE_MASK, MessageSysFlag, ScannedRecord
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _COMMIT = int(MessageSysFlag.TRANSACTION_COMMIT)

@@ -25,6 +25,7 @@ from enum import Enum
 import structlog
 
 from sidewinder.protocol.message import KEY_SEPARATOR, MessageConst, property_value
+from sidewinder.protocol.record import Host, MessageRecord, MessageToStore
 from sidewinder.store.checkpoint import StoreCheckpoint
 from sidewinder.store.cleanup import Cleanup
 from sidewinder.store.commit_log import AppendResult, AppendStatus, CommitLog
@@ -33,7 +34,6 @@ from sidewinder.store.consume_queue import CQ_ENTRY_SIZE, CQEntry
 from sidewinder.store.dispatch import ConsumeQueueTable, Dispatcher, parse_delay_levels
 from sidewinder.store.flush import FlushError, GroupCommit, PeriodicFlush
 from sidewinder.store.index_service import IndexService
-from sidewinder.store.message_codec import Host, MessageRecord, MessageToStore
 from sidewinder.store.recovery import RecoveryReport, recover
 from sidewinder.store.reput import Reput
 from sidewinder.store.run_markers import RunMarkers

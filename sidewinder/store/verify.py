@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sidewinder.protocol.message import KEY_SEPARATOR, MessageConst, tags_code
+from sidewinder.protocol.record import BlankRecord, MessageRecord, RecordError, decode_record
 from sidewinder.store.config import StoreConfig
 from sidewinder.store.consume_queue import CQEntry, read_queue
 from sidewinder.store.index_file import (
@@ -26,7 +27,6 @@ from sidewinder.store.index_file import (
     index_key,
     index_key_hash,
 )
-from sidewinder.store.message_codec import BlankRecord, MessageRecord, RecordError, decode_record
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 

@@ -29,8 +29,8 @@ from sidewinder.protocol.headers import (
     TopicQueueRequestHeader,
 )
 from sidewinder.protocol.message import encode_properties
+from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.remoting.client import RemotingClient
-from sidewinder.store.message_codec import MessageRecord, decode_record
 from tests.conftest import unique
 
 pytestmark = pytest.mark.interop

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sidewinder.protocol.message import encode_properties
+from sidewinder.protocol.record import Host, MessageToStore, record_size
 from sidewinder.store.commit_log import AppendStatus, CommitLog
-from sidewinder.store.message_codec import Host, MessageToStore, record_size
 from sidewinder.store.verify import iter_records
 
 HOST = Host(b"\x7f\x00\x00\x01", 10911)

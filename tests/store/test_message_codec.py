@@ -15,7 +15,7 @@ from sidewinder.protocol.message import (
     decode_offset_msg_id,
     encode_properties,
 )
-from sidewinder.store.message_codec import (
+from sidewinder.protocol.record import (
     BLANK_MAGIC,
     MESSAGE_MAGIC,
     MESSAGE_MAGIC_V2,

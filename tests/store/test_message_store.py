@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from sidewinder.protocol.message import encode_properties, tags_code
+from sidewinder.protocol.record import Host, MessageToStore, decode_record
 from sidewinder.store.config import StoreConfig
-from sidewinder.store.message_codec import Host, MessageToStore, decode_record
 from sidewinder.store.message_store import GetStatus, MessageStore, PutStatus
 from sidewinder.store.verify import verify_store
 
@@ -143,7 +143,7 @@ def test_a_second_store_on_the_same_directory_is_refused(tmp_path: Path) -> None
 OPEN_AND_REPORT = """
 import asyncio, sys
 from pathlib import Path
-from sidewinder.store.message_codec import Host
+from sidewinder.protocol.record import Host
 from sidewinder.store.message_store import MessageStore
 from sidewinder.store.run_markers import StoreLockedError
 from tests.store.test_message_store import store_config

@@ -17,11 +17,11 @@ import pytest
 from interop.mqadmin import create_topic, mqadmin
 from interop.target import running_target
 from sidewinder.protocol.message import encode_properties
+from sidewinder.protocol.record import Host, MessageToStore
 from sidewinder.store.commit_log import AppendStatus, CommitLog
 from sidewinder.store.config import StoreConfig
 from sidewinder.store.dispatch import ConsumeQueueTable, Dispatcher, parse_delay_levels
 from sidewinder.store.index_service import IndexService
-from sidewinder.store.message_codec import Host, MessageToStore
 from sidewinder.store.verify import verify_store
 from tests.interop.scenarios import consume
 

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sidewinder.protocol.message import decode_offset_msg_id, tags_code
+from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.store.consume_queue import (
     CQ_ENTRY_SIZE,
     CQEntry,
@@ -20,7 +21,6 @@ from sidewinder.store.consume_queue import (
     read_queue,
 )
 from sidewinder.store.index_file import IndexFileView, index_key, index_key_hash
-from sidewinder.store.message_codec import MessageRecord, decode_record
 
 DEFAULT_HASH_SLOTS = 5_000_000
 LEVEL_6_DELAY_MS = 2 * 60 * 1000  # RocketMQ's default ladder: 1s 5s 10s 30s 1m 2m ...

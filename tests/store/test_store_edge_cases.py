@@ -6,10 +6,10 @@ import asyncio
 from pathlib import Path
 
 from sidewinder.protocol.message import encode_properties, tags_code
+from sidewinder.protocol.record import Host, MessageSysFlag, MessageToStore
 from sidewinder.store.commit_log import AppendStatus, CommitLog
 from sidewinder.store.consume_queue import read_queue
 from sidewinder.store.mapped_file_queue import MappedFileQueue
-from sidewinder.store.message_codec import Host, MessageSysFlag, MessageToStore
 from sidewinder.store.message_store import GetStatus, MessageStore, PutStatus
 from tests.store.test_message_store import store_config, wait_dispatched
 

@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import replace
 from pathlib import Path
 
-from sidewinder.store.message_codec import Host
+from sidewinder.protocol.record import Host
 from sidewinder.store.message_store import MessageStore
 from tests.store.test_message_store import HOST, message, store_config, wait_dispatched
 

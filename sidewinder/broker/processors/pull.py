@@ -20,8 +20,8 @@ from sidewinder.broker.topics import TopicTable
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.remoting.dispatch import RequestContext
-from sidewinder.store.message_codec import MessageRecord, decode_record
 from sidewinder.store.message_store import GetResult, GetStatus, MessageStore
 
 FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4

@@ -18,8 +18,8 @@ from sidewinder.protocol.headers import (
     SendMessageResponseHeader,
 )
 from sidewinder.protocol.message import MessageConst
+from sidewinder.protocol.record import Host, MessageToStore
 from sidewinder.remoting.dispatch import RequestContext
-from sidewinder.store.message_codec import Host, MessageToStore
 from sidewinder.store.message_store import MessageStore, PutResult, PutStatus
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."

@@ -13,8 +13,8 @@ from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import ConsumerSendMsgBackRequestHeader
 from sidewinder.protocol.message import MessageConst, encode_offset_msg_id
+from sidewinder.protocol.record import message_from_record
 from sidewinder.remoting.dispatch import RequestContext
-from sidewinder.store.message_codec import message_from_record
 from sidewinder.store.message_store import MessageStore, PutStatus
 
 DLQ_QUEUES_PER_GROUP = 1

@@ -1,4 +1,5 @@
-"""The CommitLog record layout of RocketMQ 4.x, byte for byte.
+"""The CommitLog record layout of RocketMQ 4.x, byte for byte (also the body of PULL_MESSAGE,
+QUERY_MESSAGE and VIEW_MESSAGE_BY_ID replies, so the client decodes what the store writes).
 
     TOTALSIZE 4 | MAGICCODE 4 | BODYCRC 4 | QUEUEID 4 | FLAG 4 | QUEUEOFFSET 8 | PHYSICALOFFSET 8
     | SYSFLAG 4 | BORNTIMESTAMP 8 | BORNHOST 8 (20 if IPv6) | STORETIMESTAMP 8

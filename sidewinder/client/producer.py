@@ -1,0 +1,297 @@
+"""The Python producer: routes from the name servers, SEND_MESSAGE_V2 to a master broker,
+round-robin over the topic's write queues, another queue (another broker first) on failure.
+
+    producer = Producer("my-group", "127.0.0.1:9876")
+    await producer.start()
+    result = await producer.send(Message("Orders", b"...", tags="paid", keys=["order-7"]))
+    await producer.close()
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import socket
+import struct
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from sidewinder.client.route_cache import AUTO_CREATE_TOPIC, ClientError, MessageQueue, RouteCache
+from sidewinder.protocol.codes import RequestCode, ResponseCode, SerializeType
+from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.headers import (
+    SEND_V2_NAMES,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+)
+from sidewinder.protocol.message import MessageConst, encode_properties
+from sidewinder.remoting.client import RemotingClient
+from sidewinder.remoting.connection import RemotingError
+
+# The 4.9 Java producer retries another broker on these (retryResponseCodes).
+RETRY_CODES = {17, 14, 1, 16, 204, 205}
+_STATUS = {
+    ResponseCode.SUCCESS: "SEND_OK",
+    ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT",
+    ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE",
+}
+_BATCH_HEAD = struct.Struct(">iiiii")
+
+
+@dataclass
+class Message:
+    topic: str
+    body: bytes
+    tags: str | None = None
+    keys: Sequence[str] = ()
+    properties: dict[str, str] = field(default_factory=dict)
+    delay_level: int = 0
+    flag: int = 0
+
+
+@dataclass(frozen=True)
+class SendResult:
+    status: str
+    msg_id: str  # the client's id (UNIQ_KEY)
+    offset_msg_id: str  # the broker's (store host + CommitLog offset)
+    queue: MessageQueue
+    queue_offset: int
+
+
+class _UniqueIds:
+    """UNIQ_KEY values: host, pid and a random part, then time and a counter (32 hex)."""
+
+    def __init__(self) -> None:
+        try:
+            host = socket.inet_aton(socket.gethostbyname(socket.gethostname()))
+        except OSError:
+            host = b"\x7f\x00\x00\x01"
+        self.prefix = (host + struct.pack(">H", os.getpid() & 0xFFFF) + os.urandom(4)).hex()
+        self.counter = itertools.count()
+
+    def next(self) -> str:
+        tail = struct.pack(">IH", int(time.time() * 1000) & 0xFFFFFFFF, next(self.counter) & 0xFFFF)
+        return (self.prefix + tail.hex()).upper()
+
+
+class Producer:
+    def __init__(
+        self,
+        group: str,
+        namesrv_addr: str,
+        *,
+        send_timeout_s: float = 3.0,
+        retries: int = 2,
+        default_topic_queue_nums: int = 4,
+        serialize_type: SerializeType = SerializeType.JSON,
+    ) -> None:
+        self.group = group
+        self.remoting = RemotingClient()
+        self.routes = RouteCache(self.remoting, [a for a in namesrv_addr.split(";") if a])
+        self.send_timeout_s = send_timeout_s
+        self.retries = retries
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.serialize_type = serialize_type
+        self._ids = _UniqueIds()
+        self._turn = itertools.count(random.randrange(1 << 16))
+
+    async def start(self) -> None:
+        """Nothing to do before the first send; kept for symmetry with the consumers."""
+
+    async def close(self) -> None:
+        await self.remoting.close()
+
+    async def queues(self, topic: str) -> list[MessageQueue]:
+        """Where `topic` can be written; for an unknown topic, TBW102's shape (auto-create)."""
+        route = await self.routes.route(topic)
+        if route is not None and route.write_queues:
+            return route.write_queues
+        template = await self.routes.route(AUTO_CREATE_TOPIC)
+        if template is None:
+            raise ClientError(ResponseCode.TOPIC_NOT_EXIST, f"no route for topic {topic}")
+        per_broker: dict[str, int] = {}
+        for mq in template.write_queues:
+            per_broker[mq.broker_name] = per_broker.get(mq.broker_name, 0) + 1
+        queues = [
+            MessageQueue(topic, name, i)
+            for name, count in sorted(per_broker.items())
+            for i in range(min(count, self.default_topic_queue_nums))
+        ]
+        self.routes.routes[topic] = type(template)(
+            topic, template.brokers, queues, queues, template.fetched_at
+        )
+        return queues
+
+    async def send(
+        self,
+        message: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: Callable[[list[MessageQueue]], MessageQueue] | None = None,
+    ) -> SendResult:
+        """Send and wait for the broker's answer; ClientError when every attempt failed."""
+        uniq = self._ids.next()
+        data = message.body
+        properties = self._properties(message, uniq)
+        last: Exception | None = None
+        tried: set[str] = set()
+        for attempt in range(1 + (0 if queue or selector else self.retries)):
+            target = queue or await self._pick(message.topic, selector, tried)
+            try:
+                return await self._send_to(
+                    target, RequestCode.SEND_MESSAGE_V2, message, properties, data, uniq
+                )
+            except ClientError as exc:
+                last = exc
+                if exc.code not in RETRY_CODES:
+                    raise
+            except (RemotingError, OSError) as exc:
+                last = exc
+            tried.add(target.broker_name)
+            if attempt == 0:
+                await self.routes.route(message.topic, refresh=True)
+        assert last is not None
+        raise last if isinstance(last, ClientError) else ClientError(-1, str(last))
+
+    async def send_oneway(self, message: Message) -> None:
+        target = await self._pick(message.topic, None, set())
+        header = self._header(message, target, self._properties(message, self._ids.next()))
+        request = RemotingCommand.request(
+            RequestCode.SEND_MESSAGE_V2,
+            header.to_ext(names=SEND_V2_NAMES),
+            message.body,
+            oneway=True,
+            serialize_type=self.serialize_type,
+        )
+        addr = await self._master(target)
+        await self.remoting.invoke_oneway(addr, request)
+
+    async def send_batch(self, messages: Sequence[Message]) -> list[SendResult]:
+        """SEND_BATCH_MESSAGE: one topic, one queue, consecutive offsets."""
+        if not messages:
+            raise ValueError("an empty batch")
+        topic = messages[0].topic
+        if any(m.topic != topic or m.delay_level for m in messages):
+            raise ValueError("a batch is one topic, without delay levels")
+        target = await self._pick(topic, None, set())
+        ids = [self._ids.next() for _ in messages]
+        encoded = b"".join(
+            _batch_entry(m, self._properties(m, uniq))
+            for m, uniq in zip(messages, ids, strict=True)
+        )
+        header = self._header(messages[0], target, "")
+        header.batch = True
+        request = RemotingCommand.request(
+            RequestCode.SEND_BATCH_MESSAGE,
+            header.to_ext(names=SEND_V2_NAMES),
+            encoded,
+            serialize_type=self.serialize_type,
+        )
+        reply = await self.remoting.invoke(await self._master(target), request, self.send_timeout_s)
+        result = self._result(reply, target, ",".join(ids))
+        offsets = result.offset_msg_id.split(",")
+        return [
+            SendResult(result.status, uniq, off, target, result.queue_offset + n)
+            for n, (uniq, off) in enumerate(zip(ids, offsets, strict=True))
+        ]
+
+    # -- internals -------------------------------------------------------------------------------
+    async def _pick(
+        self,
+        topic: str,
+        selector: Callable[[list[MessageQueue]], MessageQueue] | None,
+        avoid: set[str],
+    ) -> MessageQueue:
+        queues = await self.queues(topic)
+        if not queues:
+            raise ClientError(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} has no write queue")
+        if selector is not None:
+            return selector(queues)
+        preferred = [q for q in queues if q.broker_name not in avoid] or queues
+        return preferred[next(self._turn) % len(preferred)]
+
+    async def _master(self, queue: MessageQueue) -> str:
+        route = await self.routes.route(queue.topic)
+        addr = route.master(queue.broker_name) if route else None
+        if addr is None:
+            template = await self.routes.route(AUTO_CREATE_TOPIC)
+            addr = template.master(queue.broker_name) if template else None
+        if addr is None:
+            raise ClientError(
+                ResponseCode.SERVICE_NOT_AVAILABLE, f"no master for {queue.broker_name}"
+            )
+        return addr
+
+    def _properties(self, message: Message, uniq: str) -> str:
+        props = dict(message.properties)
+        if message.keys:
+            props[MessageConst.KEYS] = " ".join(message.keys)
+        if message.tags:
+            props[MessageConst.TAGS] = message.tags
+        if message.delay_level:
+            props[MessageConst.DELAY_TIME_LEVEL] = str(message.delay_level)
+        props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
+        props.setdefault(MessageConst.WAIT_STORE_MSG_OK, "true")
+        return encode_properties(props, trailing=False).decode()
+
+    def _header(
+        self, message: Message, queue: MessageQueue, properties: str
+    ) -> SendMessageRequestHeader:
+        return SendMessageRequestHeader(
+            producer_group=self.group,
+            topic=message.topic,
+            default_topic=AUTO_CREATE_TOPIC,
+            default_topic_queue_nums=self.default_topic_queue_nums,
+            queue_id=queue.queue_id,
+            sys_flag=0,
+            born_timestamp=int(time.time() * 1000),
+            flag=message.flag,
+            properties=properties,
+            reconsume_times=0,
+            unit_mode=False,
+            batch=False,
+        )
+
+    async def _send_to(
+        self,
+        queue: MessageQueue,
+        code: int,
+        message: Message,
+        properties: str,
+        data: bytes,
+        uniq: str,
+    ) -> SendResult:
+        header = self._header(message, queue, properties)
+        request = RemotingCommand.request(
+            code, header.to_ext(names=SEND_V2_NAMES), data, serialize_type=self.serialize_type
+        )
+        reply = await self.remoting.invoke(await self._master(queue), request, self.send_timeout_s)
+        return self._result(reply, queue, uniq)
+
+    @staticmethod
+    def _result(reply: RemotingCommand, queue: MessageQueue, uniq: str) -> SendResult:
+        status = _STATUS.get(reply.code)  # type: ignore[call-overload]
+        if status is None:
+            raise ClientError(reply.code, reply.remark or "")
+        header = SendMessageResponseHeader.from_ext(reply.ext_fields)
+        return SendResult(
+            status,
+            uniq,
+            header.msg_id,
+            MessageQueue(queue.topic, queue.broker_name, header.queue_id),
+            header.queue_offset,
+        )
+
+
+def _batch_entry(message: Message, properties: str) -> bytes:
+    props = properties.encode()
+    size = _BATCH_HEAD.size + len(message.body) + 2 + len(props)
+    return (
+        _BATCH_HEAD.pack(size, 0, 0, message.flag, len(message.body))
+        + message.body
+        + struct.pack(">h", len(props))
+        + props
+    )

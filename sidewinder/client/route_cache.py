@@ -1,0 +1,101 @@
+"""Topic routes from the name servers, cached (the client's MQClientInstance route table)."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+from sidewinder.protocol import body
+from sidewinder.protocol.codes import RequestCode, ResponseCode
+from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.headers import GetRouteInfoRequestHeader
+from sidewinder.remoting.client import RemotingClient
+from sidewinder.remoting.connection import RemotingError
+
+AUTO_CREATE_TOPIC = "TBW102"
+MASTER_ID = 0
+PERM_READ, PERM_WRITE = 4, 2
+
+
+class ClientError(Exception):
+    """A request the cluster refused; `code` is RocketMQ's response code."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(f"code {code}: {remark}")
+        self.code = code
+        self.remark = remark
+
+
+@dataclass(frozen=True, order=True)
+class MessageQueue:
+    topic: str
+    broker_name: str
+    queue_id: int
+
+
+@dataclass
+class TopicRoute:
+    topic: str
+    brokers: dict[str, dict[int, str]]  # brokerName -> id -> address
+    write_queues: list[MessageQueue]
+    read_queues: list[MessageQueue]
+    fetched_at: float
+
+    def master(self, broker_name: str) -> str | None:
+        return self.brokers.get(broker_name, {}).get(MASTER_ID)
+
+
+def parse_route(topic: str, data: bytes) -> TopicRoute:
+    route = body.loads(data)
+    brokers = {
+        b["brokerName"]: {int(k): v for k, v in b["brokerAddrs"].items()}
+        for b in route.get("brokerDatas", [])
+    }
+    writes, reads = [], []
+    for queue in sorted(route.get("queueDatas", []), key=lambda q: q["brokerName"]):
+        name, perm = queue["brokerName"], int(queue["perm"])
+        if perm & PERM_WRITE:
+            writes += [MessageQueue(topic, name, i) for i in range(int(queue["writeQueueNums"]))]
+        if perm & PERM_READ:
+            reads += [MessageQueue(topic, name, i) for i in range(int(queue["readQueueNums"]))]
+    return TopicRoute(topic, brokers, writes, reads, time.monotonic())
+
+
+class RouteCache:
+    def __init__(self, remoting: RemotingClient, namesrv_addrs: list[str], ttl_s: float = 30.0):
+        if not namesrv_addrs:
+            raise ValueError("no name server address (namesrvAddr)")
+        self.remoting = remoting
+        self.namesrv_addrs = namesrv_addrs
+        self.ttl_s = ttl_s
+        self.routes: dict[str, TopicRoute] = {}
+
+    async def route(self, topic: str, *, refresh: bool = False) -> TopicRoute | None:
+        cached = self.routes.get(topic)
+        if cached and not refresh and time.monotonic() - cached.fetched_at < self.ttl_s:
+            return cached
+        reply = await self._ask_any(
+            RemotingCommand.request(
+                RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic).to_ext()
+            )
+        )
+        if reply.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None
+        if reply.code != ResponseCode.SUCCESS:
+            raise ClientError(reply.code, reply.remark or "")
+        route = parse_route(topic, reply.body_bytes)
+        self.routes[topic] = route
+        return route
+
+    async def _ask_any(self, request: RemotingCommand) -> RemotingCommand:
+        errors = []
+        for addr in random.sample(self.namesrv_addrs, len(self.namesrv_addrs)):
+            try:
+                return await self.remoting.invoke(addr, request, 3)
+            except (RemotingError, OSError) as exc:
+                errors.append(f"{addr}: {exc}")
+        raise ClientError(-1, "no name server answered: " + "; ".join(errors))
+
+    async def ask_name_server(self, request: RemotingCommand) -> RemotingCommand:
+        return await self._ask_any(request)
