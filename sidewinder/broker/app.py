@@ -89,7 +89,7 @@ class BrokerApp:
         )
         send.topics_changed = self._metadata_changed  # type: ignore[method-assign]
         client_manage.metadata_changed = self._metadata_changed  # type: ignore[method-assign]
-        admin.metadata_changed = self._metadata_changed  # type: ignore[method-assign]
+        admin.metadata_changed = self._metadata_saved  # type: ignore[method-assign]
         table = build_routes(
             config,
             send=send,
@@ -166,6 +166,12 @@ class BrokerApp:
         self._metadata_dirty = True
         if self._persisting is None or self._persisting.done():
             self._persisting = asyncio.get_running_loop().create_task(self._persist_metadata())
+
+    async def _metadata_saved(self) -> None:
+        """Persist and re-register now, returning once the name servers know."""
+        self._metadata_changed()
+        if self._persisting is not None:
+            await asyncio.shield(self._persisting)
 
     async def _persist_metadata(self) -> None:
         loop = asyncio.get_running_loop()

@@ -79,3 +79,8 @@ def loads(text: str | bytes) -> Any:
         return f'{match.group(1)}"{match.group(2)}"{match.group(3)}'
 
     return json.loads(_TOKENS.sub(quote, text))
+
+
+def json_decoder() -> json.JSONDecoder:
+    """A decoder for walking fastjson text piece by piece (maps keyed by objects)."""
+    return json.JSONDecoder()

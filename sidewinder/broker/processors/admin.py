@@ -48,8 +48,9 @@ class AdminProcessor:
         self.clients = clients
         self.boot_ms = int(time.time() * 1000)
 
-    def metadata_changed(self) -> None:
-        """Replaced by the app: persist tables, re-register with the name servers."""
+    async def metadata_changed(self) -> None:
+        """Replaced by the app: persist tables and re-register with the name servers before
+        answering, as RocketMQ registers a new topic before its reply."""
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         handler = self._handlers.get(request.code)
@@ -81,7 +82,7 @@ class AdminProcessor:
                 header.order,
             )
         )
-        self.metadata_changed()
+        await self.metadata_changed()
         return request.reply(ResponseCode.SUCCESS)
 
     async def _delete_topic(self, request: RemotingCommand) -> RemotingCommand:
@@ -89,7 +90,7 @@ class AdminProcessor:
         self.topics.delete(topic)
         self.offsets.remove_topic(topic)
         await self.store.delete_topic(topic)
-        self.metadata_changed()
+        await self.metadata_changed()
         return request.reply(ResponseCode.SUCCESS)
 
     async def _all_topics(self, request: RemotingCommand) -> RemotingCommand:
@@ -102,7 +103,7 @@ class AdminProcessor:
                 ResponseCode.SYSTEM_ERROR, "the body is not a SubscriptionGroupConfig"
             )
         self.groups.upsert(SubscriptionGroup.from_json(data))
-        self.metadata_changed()
+        await self.metadata_changed()
         return request.reply(ResponseCode.SUCCESS)
 
     async def _all_groups(self, request: RemotingCommand) -> RemotingCommand:
@@ -111,7 +112,7 @@ class AdminProcessor:
     async def _delete_group(self, request: RemotingCommand) -> RemotingCommand:
         header = GroupNameHeader.from_ext(request.ext_fields)
         self.groups.delete(header.group_name)
-        self.metadata_changed()
+        await self.metadata_changed()
         return request.reply(ResponseCode.SUCCESS)
 
     async def _runtime_info(self, request: RemotingCommand) -> RemotingCommand:

@@ -1,0 +1,172 @@
+"""The admin API mqadmin is built on: topics, routes, the cluster, consumer progress and lag.
+
+admin = Admin("127.0.0.1:9876")
+await admin.create_topic("Orders", queues=8)
+for row in await admin.consumer_progress("billing"):
+    print(row.queue, row.lag)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sidewinder.client.route_cache import MASTER_ID, ClientError, MessageQueue, RouteCache
+from sidewinder.protocol import body
+from sidewinder.protocol.codes import RequestCode, ResponseCode
+from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.headers import (
+    ConsumeStatsRequestHeader,
+    CreateTopicRequestHeader,
+    TopicHeader,
+)
+from sidewinder.remoting.client import RemotingClient
+
+
+@dataclass(frozen=True)
+class QueueProgress:
+    queue: MessageQueue
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp: int
+
+    @property
+    def lag(self) -> int:
+        return max(self.broker_offset - self.consumer_offset, 0)
+
+
+class Admin:
+    def __init__(self, namesrv_addr: str) -> None:
+        self.remoting = RemotingClient()
+        self.routes = RouteCache(self.remoting, [a for a in namesrv_addr.split(";") if a])
+
+    async def close(self) -> None:
+        await self.remoting.close()
+
+    async def cluster_info(self) -> dict[str, Any]:
+        reply = await self.routes.ask_name_server(
+            RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
+        )
+        _check(reply)
+        info = body.loads(reply.body_bytes)
+        for broker in info.get("brokerAddrTable", {}).values():
+            broker["brokerAddrs"] = {int(k): v for k, v in broker["brokerAddrs"].items()}
+        return dict(info)
+
+    async def masters(self, cluster: str) -> dict[str, str]:
+        """brokerName -> master address of every broker in `cluster`."""
+        info = await self.cluster_info()
+        names = info.get("clusterAddrTable", {}).get(cluster)
+        if not names:
+            raise ClientError(ResponseCode.SYSTEM_ERROR, f"no cluster named {cluster}")
+        table = info["brokerAddrTable"]
+        return {
+            n: table[n]["brokerAddrs"][MASTER_ID]
+            for n in names
+            if MASTER_ID in table[n]["brokerAddrs"]
+        }
+
+    async def create_topic(
+        self,
+        topic: str,
+        *,
+        queues: int = 8,
+        cluster: str = "DefaultCluster",
+        perm: int = 6,
+        order: bool = False,
+    ) -> list[str]:
+        """UPDATE_AND_CREATE_TOPIC on every master of the cluster; their addresses."""
+        header = CreateTopicRequestHeader(
+            topic, "TBW102", queues, queues, perm, "SINGLE_TAG", 0, order
+        )
+        masters = await self.masters(cluster)
+        for addr in masters.values():
+            reply = await self.remoting.invoke(
+                addr,
+                RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext()),
+                5,
+            )
+            _check(reply)
+        return sorted(masters.values())
+
+    async def delete_topic(self, topic: str, *, cluster: str = "DefaultCluster") -> None:
+        for addr in (await self.masters(cluster)).values():
+            reply = await self.remoting.invoke(
+                addr,
+                RemotingCommand.request(
+                    RequestCode.DELETE_TOPIC_IN_BROKER, TopicHeader(topic).to_ext()
+                ),
+                5,
+            )
+            _check(reply)
+        _check(
+            await self.routes.ask_name_server(
+                RemotingCommand.request(
+                    RequestCode.DELETE_TOPIC_IN_NAMESRV, TopicHeader(topic).to_ext()
+                )
+            )
+        )
+
+    async def topics(self) -> list[str]:
+        reply = await self.routes.ask_name_server(
+            RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        )
+        _check(reply)
+        return sorted(body.loads(reply.body_bytes).get("topicList", []))
+
+    async def route(self, topic: str) -> dict[str, Any]:
+        reply = await self.routes.ask_name_server(
+            RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        )
+        _check(reply)
+        return dict(body.loads(reply.body_bytes))
+
+    async def consumer_progress(self, group: str, topic: str | None = None) -> list[QueueProgress]:
+        """Broker and consumer offsets of every queue the group consumes, with the lag."""
+        info = await self.cluster_info()
+        rows: list[QueueProgress] = []
+        header = ConsumeStatsRequestHeader(group, topic)
+        for broker in info.get("brokerAddrTable", {}).values():
+            addr = broker["brokerAddrs"].get(MASTER_ID)
+            if addr is None:
+                continue
+            reply = await self.remoting.invoke(
+                addr, RemotingCommand.request(RequestCode.GET_CONSUME_STATS, header.to_ext()), 5
+            )
+            if reply.code != ResponseCode.SUCCESS:
+                continue
+            stats = _loads_with_object_keys(reply.body_bytes)
+            for mq, offsets in stats:
+                rows.append(
+                    QueueProgress(
+                        MessageQueue(mq["topic"], mq["brokerName"], int(mq["queueId"])),
+                        int(offsets["brokerOffset"]),
+                        int(offsets["consumerOffset"]),
+                        int(offsets.get("lastTimestamp", 0)),
+                    )
+                )
+        return sorted(rows, key=lambda r: r.queue)
+
+
+def _loads_with_object_keys(data: bytes) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """ConsumeStats' offsetTable, whose keys are MessageQueue objects (fastjson's map form)."""
+    text = data.decode()
+    start = text.find('"offsetTable":{')
+    if start < 0:
+        return []
+    at = start + len('"offsetTable":{')
+    decoder = body.json_decoder()
+    pairs = []
+    while text[at] != "}":
+        key, at = decoder.raw_decode(text, at)
+        at += 1  # the ':'
+        value, at = decoder.raw_decode(text, at)
+        pairs.append((key, value))
+        if text[at] == ",":
+            at += 1
+    return pairs
+
+
+def _check(reply: RemotingCommand) -> None:
+    if reply.code != ResponseCode.SUCCESS:
+        raise ClientError(reply.code, reply.remark or "")
