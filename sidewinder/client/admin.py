@@ -121,6 +121,40 @@ class Admin:
         _check(reply)
         return dict(body.loads(reply.body_bytes))
 
+    async def broker_runtime(self, broker_addr: str) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO: the broker's statistics table."""
+        reply = await _ask_broker(self, broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO, None)
+        return dict(body.loads(reply.body_bytes).get("table", {}))
+
+    async def topic_status(self, topic: str) -> list[tuple[MessageQueue, int, int, int]]:
+        """(queue, min offset, max offset, last update) of every queue of `topic`."""
+        route = await self.route(topic)
+        rows = []
+        for broker in route.get("brokerDatas", []):
+            addr = {int(k): v for k, v in broker["brokerAddrs"].items()}.get(MASTER_ID)
+            if addr is None:
+                continue
+            reply = await _ask_broker(
+                self, addr, RequestCode.GET_TOPIC_STATS_INFO, TopicHeader(topic).to_ext()
+            )
+            for mq, stat in _loads_with_object_keys(reply.body_bytes):
+                rows.append(
+                    (
+                        MessageQueue(mq["topic"], mq["brokerName"], int(mq["queueId"])),
+                        int(stat["minOffset"]),
+                        int(stat["maxOffset"]),
+                        int(stat.get("lastUpdateTimestamp", 0)),
+                    )
+                )
+        return sorted(rows)
+
+    async def view_message(self, broker_addr: str, phy_offset: int) -> bytes:
+        """VIEW_MESSAGE_BY_ID: the stored record at a CommitLog offset."""
+        reply = await _ask_broker(
+            self, broker_addr, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(phy_offset)}
+        )
+        return reply.body_bytes
+
     async def consumer_progress(self, group: str, topic: str | None = None) -> list[QueueProgress]:
         """Broker and consumer offsets of every queue the group consumes, with the lag."""
         info = await self.cluster_info()
@@ -146,6 +180,12 @@ class Admin:
                     )
                 )
         return sorted(rows, key=lambda r: r.queue)
+
+
+async def _ask_broker(admin: Admin, addr: str, code: int, ext: dict[str, str] | None) -> Any:
+    reply = await admin.remoting.invoke(addr, RemotingCommand.request(code, ext), 5)
+    _check(reply)
+    return reply
 
 
 def _loads_with_object_keys(data: bytes) -> list[tuple[dict[str, Any], dict[str, Any]]]:

@@ -1,0 +1,334 @@
+"""mqadmin, ours: RocketMQ's sub-command and option names over the Python admin client.
+
+    mqadmin updateTopic -n 127.0.0.1:9876 -c DefaultCluster -t Orders -r 8 -w 8
+    mqadmin topicList -n 127.0.0.1:9876
+    mqadmin consumerProgress -n 127.0.0.1:9876 -g billing
+
+Sub-commands: updateTopic, deleteTopic, topicList, topicRoute, topicStatus, clusterList,
+brokerStatus, consumerProgress, queryMsgById, sendMessage, consumeMessage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import uvloop
+
+from sidewinder.client.admin import Admin
+from sidewinder.client.consumer import PullConsumer
+from sidewinder.client.producer import Message, Producer
+from sidewinder.client.route_cache import ClientError
+from sidewinder.protocol.message import decode_offset_msg_id
+from sidewinder.protocol.record import MessageRecord, decode_record
+from sidewinder.remoting.connection import RemotingError
+
+Command = Callable[[argparse.Namespace], Awaitable[int]]
+COMMANDS: dict[str, tuple[str, Command, list[tuple[str, dict[str, Any]]]]] = {}
+
+
+def command(
+    name: str, help_text: str, *options: tuple[str, dict[str, Any]]
+) -> Callable[[Command], Command]:
+    def register(run: Command) -> Command:
+        COMMANDS[name] = (help_text, run, list(options))
+        return run
+
+    return register
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [headers] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells
+    )
+
+
+def when(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) if ms > 0 else "-"
+
+
+@command(
+    "updateTopic",
+    "create or update a topic on every master of a cluster",
+    ("-t", {"dest": "topic", "required": True}),
+    ("-c", {"dest": "cluster", "default": "DefaultCluster"}),
+    ("-r", {"dest": "read", "type": int, "default": 8}),
+    ("-w", {"dest": "write", "type": int, "default": 8}),
+    ("-p", {"dest": "perm", "type": int, "default": 6}),
+    ("-o", {"dest": "order", "default": "false"}),
+)
+async def update_topic(args: argparse.Namespace) -> int:
+    admin = Admin(args.namesrv)
+    try:
+        brokers = await admin.create_topic(
+            args.topic,
+            queues=args.write,
+            cluster=args.cluster,
+            perm=args.perm,
+            order=args.order.lower() == "true",
+        )
+    finally:
+        await admin.close()
+    for addr in brokers:
+        print(f"create topic to {addr} success.")
+    return 0
+
+
+@command(
+    "deleteTopic",
+    "delete a topic from a cluster and the name servers",
+    ("-t", {"dest": "topic", "required": True}),
+    ("-c", {"dest": "cluster", "default": "DefaultCluster"}),
+)
+async def delete_topic(args: argparse.Namespace) -> int:
+    admin = Admin(args.namesrv)
+    try:
+        await admin.delete_topic(args.topic, cluster=args.cluster)
+    finally:
+        await admin.close()
+    print(f"delete topic [{args.topic}] from cluster [{args.cluster}] success.")
+    return 0
+
+
+@command("topicList", "every topic the name servers know")
+async def topic_list(args: argparse.Namespace) -> int:
+    admin = Admin(args.namesrv)
+    try:
+        for topic in await admin.topics():
+            print(topic)
+    finally:
+        await admin.close()
+    return 0
+
+
+@command("topicRoute", "a topic's route as JSON", ("-t", {"dest": "topic", "required": True}))
+async def topic_route(args: argparse.Namespace) -> int:
+    admin = Admin(args.namesrv)
+    try:
+        print(json.dumps(await admin.route(args.topic), indent=2, sort_keys=True))
+    finally:
+        await admin.close()
+    return 0
+
+
+@command(
+    "topicStatus", "min and max offsets of each queue", ("-t", {"dest": "topic", "required": True})
+)
+async def topic_status(args: argparse.Namespace) -> int:
+    admin = Admin(args.namesrv)
+    try:
+        rows = await admin.topic_status(args.topic)
+    finally:
+        await admin.close()
+    print(
+        table(
+            ["#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"],
+            [[q.broker_name, q.queue_id, low, high, when(stamp)] for q, low, high, stamp in rows],
+        )
+    )
+    return 0
+
+
+@command("clusterList", "clusters, brokers and their addresses")
+async def cluster_list(args: argparse.Namespace) -> int:
+    admin = Admin(args.namesrv)
+    try:
+        info = await admin.cluster_info()
+    finally:
+        await admin.close()
+    rows = []
+    for cluster, names in sorted(info.get("clusterAddrTable", {}).items()):
+        for name in names:
+            for broker_id, addr in sorted(info["brokerAddrTable"][name]["brokerAddrs"].items()):
+                rows.append([cluster, name, broker_id, addr])
+    print(table(["#Cluster Name", "#Broker Name", "#BID", "#Addr"], rows))
+    return 0
+
+
+@command(
+    "brokerStatus", "a broker's runtime statistics", ("-b", {"dest": "broker", "required": True})
+)
+async def broker_status(args: argparse.Namespace) -> int:
+    admin = Admin(args.namesrv)
+    try:
+        stats = await admin.broker_runtime(args.broker)
+    finally:
+        await admin.close()
+    width = max((len(k) for k in stats), default=0)
+    for key, value in sorted(stats.items()):
+        print(f"{key.ljust(width)} : {value}")
+    return 0
+
+
+@command(
+    "consumerProgress",
+    "offsets and lag of a consumer group",
+    ("-g", {"dest": "group", "required": True}),
+    ("-t", {"dest": "topic", "default": None}),
+)
+async def consumer_progress(args: argparse.Namespace) -> int:
+    admin = Admin(args.namesrv)
+    try:
+        rows = await admin.consumer_progress(args.group, args.topic)
+    finally:
+        await admin.close()
+    print(
+        table(
+            [
+                "#Topic",
+                "#Broker Name",
+                "#QID",
+                "#Broker Offset",
+                "#Consumer Offset",
+                "#Diff",
+                "#LastTime",
+            ],
+            [
+                [
+                    r.queue.topic,
+                    r.queue.broker_name,
+                    r.queue.queue_id,
+                    r.broker_offset,
+                    r.consumer_offset,
+                    r.lag,
+                    when(r.last_timestamp),
+                ]
+                for r in rows
+            ],
+        )
+    )
+    print(f"\nDiff Total: {sum(r.lag for r in rows)}")
+    return 0
+
+
+@command(
+    "queryMsgById", "a message by its offsetMsgId", ("-i", {"dest": "msg_id", "required": True})
+)
+async def query_msg_by_id(args: argparse.Namespace) -> int:
+    host, port, offset = decode_offset_msg_id(args.msg_id)
+    admin = Admin(args.namesrv)
+    try:
+        data = await admin.view_message(f"{host}:{port}", offset)
+    finally:
+        await admin.close()
+    record = decode_record(data)
+    if not isinstance(record, MessageRecord):
+        print(f"no message at {args.msg_id}", file=sys.stderr)
+        return 1
+    props = record.properties()
+    for label, value in (
+        ("OffsetID", args.msg_id),
+        ("Topic", record.topic),
+        ("Tags", f"[{props.get('TAGS', '')}]"),
+        ("Keys", f"[{props.get('KEYS', '')}]"),
+        ("Queue ID", record.queue_id),
+        ("Queue Offset", record.queue_offset),
+        ("CommitLog Offset", record.phy_offset),
+        ("Reconsume Times", record.reconsume_times),
+        ("Born Timestamp", when(record.born_timestamp)),
+        ("Store Timestamp", when(record.store_timestamp)),
+        ("Born Host", record.born_host),
+        ("Store Host", record.store_host),
+        ("System Flag", record.sys_flag),
+        ("Properties", props),
+        ("Body", bytes(record.body).decode(errors="replace")),
+    ):
+        print(f"{label + ':':<20} {value}")
+    return 0
+
+
+@command(
+    "sendMessage",
+    "send one message",
+    ("-t", {"dest": "topic", "required": True}),
+    ("-p", {"dest": "body", "required": True}),
+    ("-k", {"dest": "keys", "default": None}),
+    ("-c", {"dest": "tags", "default": None}),
+)
+async def send_message(args: argparse.Namespace) -> int:
+    producer = Producer("SIDEWINDER_MQADMIN_PRODUCER", args.namesrv)
+    try:
+        result = await producer.send(
+            Message(args.topic, args.body.encode(), tags=args.tags, keys=(args.keys or "").split())
+        )
+    finally:
+        await producer.close()
+    print(
+        table(
+            ["#Broker Name", "#QID", "#Send Result", "#MsgId", "#OffsetMsgId"],
+            [
+                [
+                    result.queue.broker_name,
+                    result.queue.queue_id,
+                    result.status,
+                    result.msg_id,
+                    result.offset_msg_id,
+                ]
+            ],
+        )
+    )
+    return 0
+
+
+@command(
+    "consumeMessage",
+    "print the messages of a topic (from the start by default)",
+    ("-t", {"dest": "topic", "required": True}),
+    ("-g", {"dest": "group", "default": "SIDEWINDER_MQADMIN_CONSUMER"}),
+    ("-c", {"dest": "count", "type": int, "default": 128}),
+    ("-s", {"dest": "seconds", "type": float, "default": 5.0}),
+)
+async def consume_message(args: argparse.Namespace) -> int:
+    consumer = PullConsumer(args.group, args.namesrv, poll_timeout_s=1)
+    try:
+        queues = await consumer.queues(args.topic)
+        consumer.assign(queues)
+        for queue in queues:
+            await consumer.seek(queue, 0)
+        printed = 0
+        deadline = time.monotonic() + args.seconds
+        while printed < args.count and time.monotonic() < deadline:
+            for message in await consumer.poll():
+                if printed >= args.count:
+                    break
+                print(
+                    f"MSGID: {message.msg_id} QUEUE: {message.queue.queue_id} "
+                    f"OFFSET: {message.queue_offset} TAGS: {message.tags} "
+                    f"BODY: {message.body.decode(errors='replace')}"
+                )
+                printed += 1
+    finally:
+        await consumer.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="mqadmin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    subcommands = parser.add_subparsers(dest="command", required=True)
+    for name, (help_text, _, options) in COMMANDS.items():
+        sub = subcommands.add_parser(name, help=help_text)
+        sub.add_argument("-n", dest="namesrv", default="127.0.0.1:9876", help="ns1:9876;ns2:9876")
+        for flag, spec in options:
+            sub.add_argument(flag, **spec)
+    args = parser.parse_args(argv)
+    _, run, _ = COMMANDS[args.command]
+    try:
+        return uvloop.run(run(args))
+    except ClientError as exc:
+        print(f"mqadmin {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except (TimeoutError, RemotingError, OSError) as exc:
+        print(f"mqadmin {args.command}: cannot reach the cluster: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
