@@ -122,6 +122,10 @@ class SidewinderCluster:
     def broker_addr(self) -> str:
         return f"127.0.0.1:{self.broker_port}"
 
+    @property
+    def pids(self) -> dict[str, int | None]:
+        return {"namesrv": self.namesrv.process.pid, "broker": self.broker.pid}
+
     def start(self) -> SidewinderCluster:
         self.namesrv.start()
         try:

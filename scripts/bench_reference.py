@@ -55,6 +55,9 @@ from interop.jvm import java_binary, java_command, java_env  # noqa: E402
 from interop.mqadmin import create_topic  # noqa: E402
 from interop.processes import ManagedProcess, StartupError  # noqa: E402
 from interop.rocketmq import RocketMQCluster  # noqa: E402
+from interop.target import create_target  # noqa: E402
+
+TARGET = ["rocketmq"]  # the cluster kind this run drives (--target)
 
 PRODUCER_MAIN = "org.apache.rocketmq.example.benchmark.Producer"
 CONSUMER_MAIN = "org.apache.rocketmq.example.benchmark.Consumer"
@@ -492,14 +495,21 @@ def run_flush_mode(
 ) -> tuple[list[Row], dict[str, Any]]:
     """One fresh cluster for this flush mode; the scenarios run one after another on it."""
     workdir = root / flush
-    cluster = RocketMQCluster(
-        workdir / "cluster",
-        broker_conf=bench_broker_conf(FLUSH_MODES[flush]),
-        broker_heap_mb=BROKER_HEAP_MB,
-    )
+    cluster: Any
+    if TARGET[0] == "rocketmq":
+        cluster = RocketMQCluster(
+            workdir / "cluster",
+            broker_conf=bench_broker_conf(FLUSH_MODES[flush]),
+            broker_heap_mb=BROKER_HEAP_MB,
+        )
+    else:
+        cluster = create_target(
+            TARGET[0], workdir / "cluster", bench_broker_conf(FLUSH_MODES[flush])
+        )
     rows: list[Row] = []
     try:
-        log(f"[{flush}] starting RocketMQ {ROCKETMQ_SERVER_VERSION} ({FLUSH_MODES[flush]})")
+        name = f"RocketMQ {ROCKETMQ_SERVER_VERSION}" if TARGET[0] == "rocketmq" else TARGET[0]
+        log(f"[{flush}] starting {name} ({FLUSH_MODES[flush]})")
         cluster.start()
         for topic in (PRODUCE_TOPIC, CONSUME_TOPIC):
             create_topic(
@@ -616,6 +626,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="raw results")
     parser.add_argument("--keep", action="store_true", help="keep the temp dirs (logs, stores)")
+    parser.add_argument(
+        "--target",
+        choices=["rocketmq", "sidewinder"],
+        default="rocketmq",
+        help="which cluster the benchmark tool drives (default: RocketMQ itself)",
+    )
     args = parser.parse_args(argv)
     if args.seconds < 10:
         parser.error("--seconds must be at least 10 (the tool prints one line per 10 s)")
@@ -635,6 +651,7 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 
 def run_all(args: argparse.Namespace) -> tuple[list[Row], dict[str, Any]]:
+    TARGET[0] = args.target
     flushes = ["async", "sync"] if args.flush == "both" else [args.flush]
     scenarios = [s for s in SCENARIOS if s in args.scenarios]
     root = Path(tempfile.mkdtemp(prefix="bench-reference-"))
