@@ -18,6 +18,7 @@ from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import (
     ConsumeStatsRequestHeader,
     CreateTopicRequestHeader,
+    QueryMessageRequestHeader,
     TopicHeader,
 )
 from sidewinder.remoting.client import RemotingClient
@@ -147,6 +148,49 @@ class Admin:
                     )
                 )
         return sorted(rows)
+
+    async def query_by_key(self, topic: str, key: str, max_num: int = 64) -> list[bytes]:
+        """QUERY_MESSAGE on every master serving `topic`: the stored records with that key."""
+        header = QueryMessageRequestHeader(topic, key, max_num, 0, 2**63 - 1)
+        found = []
+        route = await self.route(topic)
+        for broker in route.get("brokerDatas", []):
+            addr = {int(k): v for k, v in broker["brokerAddrs"].items()}.get(MASTER_ID)
+            if addr is None:
+                continue
+            reply = await self.remoting.invoke(
+                addr, RemotingCommand.request(RequestCode.QUERY_MESSAGE, header.to_ext()), 5
+            )
+            if reply.code == ResponseCode.SUCCESS and reply.body:
+                found.append(reply.body_bytes)
+        return found
+
+    async def update_group(self, group: str, *, cluster: str = "DefaultCluster") -> list[str]:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP with RocketMQ's defaults on every master."""
+        config = {
+            "brokerId": 0,
+            "consumeBroadcastEnable": True,
+            "consumeEnable": True,
+            "consumeFromMinEnable": True,
+            "groupName": group,
+            "notifyConsumerIdsChangedEnable": True,
+            "retryMaxTimes": 16,
+            "retryQueueNums": 1,
+            "whichBrokerWhenConsumeSlowly": 1,
+        }
+        masters = await self.masters(cluster)
+        for addr in masters.values():
+            reply = await self.remoting.invoke(
+                addr,
+                RemotingCommand.request(
+                    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                    None,
+                    body.dumps(config).encode(),
+                ),
+                5,
+            )
+            _check(reply)
+        return sorted(masters.values())
 
     async def view_message(self, broker_addr: str, phy_offset: int) -> bytes:
         """VIEW_MESSAGE_BY_ID: the stored record at a CommitLog offset."""

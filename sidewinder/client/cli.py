@@ -5,7 +5,8 @@
     mqadmin consumerProgress -n 127.0.0.1:9876 -g billing
 
 Sub-commands: updateTopic, deleteTopic, topicList, topicRoute, topicStatus, clusterList,
-brokerStatus, consumerProgress, queryMsgById, sendMessage, consumeMessage.
+brokerStatus, consumerProgress, queryMsgById, queryMsgByKey, updateSubGroup, sendMessage,
+consumeMessage.
 """
 
 from __future__ import annotations
@@ -240,6 +241,49 @@ async def query_msg_by_id(args: argparse.Namespace) -> int:
         ("Body", bytes(record.body).decode(errors="replace")),
     ):
         print(f"{label + ':':<20} {value}")
+    return 0
+
+
+@command(
+    "queryMsgByKey",
+    "messages of a topic with a key",
+    ("-t", {"dest": "topic", "required": True}),
+    ("-k", {"dest": "key", "required": True}),
+)
+async def query_msg_by_key(args: argparse.Namespace) -> int:
+    admin = Admin(args.namesrv)
+    try:
+        bodies = await admin.query_by_key(args.topic, args.key)
+    finally:
+        await admin.close()
+    rows = []
+    for data in bodies:
+        at = 0
+        while at < len(data):
+            record = decode_record(data, at)
+            if not isinstance(record, MessageRecord):
+                break
+            props = record.properties()
+            rows.append([props.get("UNIQ_KEY", ""), record.queue_id, record.queue_offset])
+            at += record.total_size
+    print(table(["#Message ID", "#QID", "#Offset"], rows))
+    return 0
+
+
+@command(
+    "updateSubGroup",
+    "create or update a subscription group on every master of a cluster",
+    ("-g", {"dest": "group", "required": True}),
+    ("-c", {"dest": "cluster", "default": "DefaultCluster"}),
+)
+async def update_sub_group(args: argparse.Namespace) -> int:
+    admin = Admin(args.namesrv)
+    try:
+        brokers = await admin.update_group(args.group, cluster=args.cluster)
+    finally:
+        await admin.close()
+    for addr in brokers:
+        print(f"create subscription group to {addr} success.")
     return 0
 
 

@@ -49,6 +49,9 @@ def test_topic_lifecycle_and_queries(target: ClusterTarget) -> None:
     shown = mqadmin(target, "queryMsgById", "-i", row[4])
     assert "hello-admin" in shown and "[TagX]" in shown and "[adm-1]" in shown
     assert "BODY: hello-admin" in mqadmin(target, "consumeMessage", "-t", topic, "-s", "3")
+    by_key = mqadmin(target, "queryMsgByKey", "-t", topic, "-k", "adm-1")
+    assert row[3] in by_key  # the client's msgId (UNIQ_KEY) of the message sent above
+    assert "success" in mqadmin(target, "updateSubGroup", "-g", unique("OurAdminSub"))
     status = mqadmin(target, "topicStatus", "-t", topic)
     assert sum(int(line.split()[3]) for line in status.splitlines()[1:]) == 1
     assert re.search(
