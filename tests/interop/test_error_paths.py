@@ -96,7 +96,10 @@ def test_pull_outside_the_queue(client: SyncRemotingClient, target: ClusterTarge
     for _ in range(3):
         assert send(client, target, topic).code == ResponseCode.SUCCESS
     deadline = time.monotonic() + 10
-    while pull(client, target, topic, 0).code != ResponseCode.SUCCESS:
+    # Dispatch is asynchronous on both brokers: wait until all three are in the queue.
+    while (first := pull(client, target, topic, 0)).code != ResponseCode.SUCCESS or (
+        first.ext_fields or {}
+    ).get("maxOffset") != "3":
         assert time.monotonic() < deadline, "messages never became pullable"
         time.sleep(0.1)
     at_end = pull(client, target, topic, 3)

@@ -120,11 +120,19 @@ async def scenario(target: ClusterTarget, serialize_type: SerializeType) -> None
         result = SendMessageResponseHeader.from_ext(sent.ext_fields)
         assert result.queue_id == 0 and result.queue_offset == 0 and len(result.msg_id) == 32
 
+        # Both brokers dispatch the ConsumeQueue asynchronously (RocketMQ's reput runs every
+        # 1 ms): the send's reply may arrive before the queue shows the message.
         offset_ask = TopicQueueRequestHeader(topic, 0).to_ext()
-        max_offset = await client.invoke(
-            target.broker_addr, ask(serialize_type, RequestCode.GET_MAX_OFFSET, offset_ask), 5
-        )
-        assert OffsetResponseHeader.from_ext(max_offset.ext_fields).offset == 1
+        deadline = time.monotonic() + 10
+        while True:
+            max_offset = await client.invoke(
+                target.broker_addr, ask(serialize_type, RequestCode.GET_MAX_OFFSET, offset_ask), 5
+            )
+            high = OffsetResponseHeader.from_ext(max_offset.ext_fields).offset
+            if high == 1 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.05)
+        assert high == 1
 
         pull_header = PullMessageRequestHeader(
             consumer_group=group,
