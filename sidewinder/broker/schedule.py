@@ -29,6 +29,8 @@ IDLE_CHECK_S = 0.1  # RocketMQ's DELAY_FOR_A_WHILE
 
 def schedule_for_delay(message: MessageToStore, max_level: int) -> MessageToStore:
     """Redirect a message whose DELAY property asks for a level into the schedule topic."""
+    if f"{MessageConst.DELAY_TIME_LEVEL}\x01".encode() not in message.properties:
+        return message  # the common send: no need to decode its properties
     props = decode_properties(message.properties)
     raw = props.get(MessageConst.DELAY_TIME_LEVEL)
     try:

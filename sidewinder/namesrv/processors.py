@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import struct
 import time
@@ -222,7 +223,9 @@ class KVProcessor:
         if code == RequestCode.PUT_KV_CONFIG:
             if header.value is None:
                 return request.reply(ResponseCode.SYSTEM_ERROR, "the custom field <value> is null")
-            self.kv.put(header.namespace, header.key, header.value)
+            await asyncio.get_running_loop().run_in_executor(
+                None, self.kv.put, header.namespace, header.key, header.value
+            )
             return request.reply(ResponseCode.SUCCESS)
         if code == RequestCode.GET_KV_CONFIG:
             value = self.kv.get(header.namespace, header.key)
@@ -232,7 +235,10 @@ class KVProcessor:
                     f"No config item, Namespace: {header.namespace} Key: {header.key}",
                 )
             return request.reply(ResponseCode.SUCCESS, ext_fields={"value": value})
-        self.kv.delete(header.namespace, header.key)
+        # The KV file is fsynced on every change: never on the event loop.
+        await asyncio.get_running_loop().run_in_executor(
+            None, self.kv.delete, header.namespace, header.key
+        )
         return request.reply(ResponseCode.SUCCESS)
 
 

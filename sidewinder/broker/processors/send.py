@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import random
 import struct
@@ -34,6 +35,7 @@ NOT_ALLOWED_SEND_TOPICS = {
 _BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
 
 
+@functools.lru_cache(maxsize=4096)
 def host_of(address: str) -> Host:
     """A Host from "ip:port" (IPv4 or IPv6)."""
     ip, _, port = address.rpartition(":")
