@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sidewinder.protocol.message import tags_code
+from sidewinder.protocol.subscription import Subscription, parse_tag_expression
 
 CHANNEL_EXPIRED_S = 120.0
 CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
@@ -38,36 +38,6 @@ def _enum_name(value: Any, names: tuple[str, ...] | dict[int, str], default: str
     if isinstance(names, dict):
         return names.get(number, default)
     return names[number] if 0 <= number < len(names) else default
-
-
-@dataclass
-class Subscription:
-    topic: str
-    sub_string: str
-    tags: list[str]
-    codes: frozenset[int] | None  # None: every message ("*")
-    sub_version: int
-    expression_type: str = "TAG"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "classFilterMode": False,
-            "codeSet": sorted(self.codes or ()),
-            "expressionType": self.expression_type,
-            "subString": self.sub_string,
-            "subVersion": self.sub_version,
-            "tagsSet": self.tags,
-            "topic": self.topic,
-        }
-
-
-def parse_tag_expression(expression: str | None) -> tuple[list[str], frozenset[int] | None]:
-    """`*` (or empty) matches everything; `TagA || TagB` the listed tags (by hash code)."""
-    text = (expression or "").strip()
-    if not text or text == "*":
-        return [], None
-    tags = [t.strip() for t in text.split("||") if t.strip()]
-    return tags, frozenset(tags_code(t) for t in tags)
 
 
 @dataclass

@@ -11,7 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sidewinder.client.route_cache import MASTER_ID, ClientError, MessageQueue, RouteCache
+from sidewinder.client.route_cache import (
+    MASTER_ID,
+    ClientError,
+    MessageQueue,
+    RouteCache,
+    check_reply,
+)
 from sidewinder.protocol import body
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
@@ -48,7 +54,7 @@ class Admin:
         reply = await self.routes.ask_name_server(
             RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
         )
-        _check(reply)
+        check_reply(reply)
         info = body.loads(reply.body_bytes)
         for broker in info.get("brokerAddrTable", {}).values():
             broker["brokerAddrs"] = {int(k): v for k, v in broker["brokerAddrs"].items()}
@@ -87,7 +93,7 @@ class Admin:
                 RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext()),
                 5,
             )
-            _check(reply)
+            check_reply(reply)
         return sorted(masters.values())
 
     async def delete_topic(self, topic: str, *, cluster: str = "DefaultCluster") -> None:
@@ -99,8 +105,8 @@ class Admin:
                 ),
                 5,
             )
-            _check(reply)
-        _check(
+            check_reply(reply)
+        check_reply(
             await self.routes.ask_name_server(
                 RemotingCommand.request(
                     RequestCode.DELETE_TOPIC_IN_NAMESRV, TopicHeader(topic).to_ext()
@@ -112,14 +118,14 @@ class Admin:
         reply = await self.routes.ask_name_server(
             RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
         )
-        _check(reply)
+        check_reply(reply)
         return sorted(body.loads(reply.body_bytes).get("topicList", []))
 
     async def route(self, topic: str) -> dict[str, Any]:
         reply = await self.routes.ask_name_server(
             RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
         )
-        _check(reply)
+        check_reply(reply)
         return dict(body.loads(reply.body_bytes))
 
     async def broker_runtime(self, broker_addr: str) -> dict[str, str]:
@@ -138,7 +144,7 @@ class Admin:
             reply = await _ask_broker(
                 self, addr, RequestCode.GET_TOPIC_STATS_INFO, TopicHeader(topic).to_ext()
             )
-            for mq, stat in _loads_with_object_keys(reply.body_bytes):
+            for mq, stat in body.object_keyed_pairs(reply.body_bytes):
                 rows.append(
                     (
                         MessageQueue(mq["topic"], mq["brokerName"], int(mq["queueId"])),
@@ -189,7 +195,7 @@ class Admin:
                 ),
                 5,
             )
-            _check(reply)
+            check_reply(reply)
         return sorted(masters.values())
 
     async def view_message(self, broker_addr: str, phy_offset: int) -> bytes:
@@ -213,7 +219,7 @@ class Admin:
             )
             if reply.code != ResponseCode.SUCCESS:
                 continue
-            stats = _loads_with_object_keys(reply.body_bytes)
+            stats = body.object_keyed_pairs(reply.body_bytes)
             for mq, offsets in stats:
                 rows.append(
                     QueueProgress(
@@ -228,29 +234,5 @@ class Admin:
 
 async def _ask_broker(admin: Admin, addr: str, code: int, ext: dict[str, str] | None) -> Any:
     reply = await admin.remoting.invoke(addr, RemotingCommand.request(code, ext), 5)
-    _check(reply)
+    check_reply(reply)
     return reply
-
-
-def _loads_with_object_keys(data: bytes) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """ConsumeStats' offsetTable, whose keys are MessageQueue objects (fastjson's map form)."""
-    text = data.decode()
-    start = text.find('"offsetTable":{')
-    if start < 0:
-        return []
-    at = start + len('"offsetTable":{')
-    decoder = body.json_decoder()
-    pairs = []
-    while text[at] != "}":
-        key, at = decoder.raw_decode(text, at)
-        at += 1  # the ':'
-        value, at = decoder.raw_decode(text, at)
-        pairs.append((key, value))
-        if text[at] == ",":
-            at += 1
-    return pairs
-
-
-def _check(reply: RemotingCommand) -> None:
-    if reply.code != ResponseCode.SUCCESS:
-        raise ClientError(reply.code, reply.remark or "")

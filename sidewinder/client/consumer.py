@@ -1,79 +1,41 @@
-"""A pull consumer (RocketMQ's lite pull consumer): you assign queues, poll, commit.
+"""The lite pull consumer: you poll, it pulls. Queues are either yours to pick (`assign`) or
+shared out by the group (`subscribe`, rebalanced as members come and go).
 
     consumer = PullConsumer("my-group", "127.0.0.1:9876")
+    consumer.subscribe("Orders", "TagA || TagB")   # or: consumer.assign(await consumer.queues(t))
     await consumer.start()
-    consumer.assign(await consumer.queues("Orders"))
     for message in await consumer.poll():
         ...
-    await consumer.commit()                        # UPDATE_CONSUMER_OFFSET per queue
+    await consumer.commit()                        # also every 5 s in subscribe mode, and on close
     await consumer.close()
 
-Positions start from the group's committed offset (QUERY_CONSUMER_OFFSET), else from the
-queue's minimum; `seek` moves one. Polls use long polling: a queue with nothing new is held by
-the broker up to `poll_timeout_s`.
+A queue's position starts at the group's committed offset (QUERY_CONSUMER_OFFSET), else at
+`consume_from`: "first" (the queue's minimum), "last" (its maximum) or "timestamp". `seek`
+moves one. Polls use long polling: a queue with nothing new is held by the broker up to
+`poll_timeout_s`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from dataclasses import dataclass
+import contextlib
+import time
 
-from sidewinder.client.route_cache import ClientError, MessageQueue, RouteCache
-from sidewinder.protocol.codes import RequestCode, ResponseCode
-from sidewinder.protocol.command import RemotingCommand
-from sidewinder.protocol.headers import (
-    OffsetResponseHeader,
-    PullMessageRequestHeader,
-    PullMessageResponseHeader,
-    QueryConsumerOffsetRequestHeader,
-    TopicQueueRequestHeader,
-    UpdateConsumerOffsetRequestHeader,
+from sidewinder.client.membership import CLUSTERING, GroupMember
+from sidewinder.client.pulling import (
+    ReceivedMessage,
+    commit_offset,
+    committed_offset,
+    offset_at,
+    pull,
+    queue_bound,
 )
-from sidewinder.protocol.message import MessageConst, encode_offset_msg_id
-from sidewinder.protocol.record import MessageRecord, decode_record
-from sidewinder.remoting.client import RemotingClient
+from sidewinder.client.route_cache import ClientError, MessageQueue
+from sidewinder.protocol.codes import RequestCode, ResponseCode
+from sidewinder.protocol.subscription import Subscription
+from sidewinder.remoting.connection import RemotingError
 
-FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x2, 0x4
-
-
-@dataclass(frozen=True)
-class ReceivedMessage:
-    queue: MessageQueue
-    queue_offset: int
-    body: bytes
-    properties: dict[str, str]
-    msg_id: str
-    offset_msg_id: str
-    store_timestamp: int
-    born_timestamp: int
-    reconsume_times: int
-
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(MessageConst.TAGS)
-
-    @property
-    def keys(self) -> list[str]:
-        return self.properties.get(MessageConst.KEYS, "").split()
-
-    @classmethod
-    def of(cls, queue: MessageQueue, record: MessageRecord) -> ReceivedMessage:
-        props = record.properties()
-        offset_id = encode_offset_msg_id(
-            record.store_host.address, record.store_host.port, record.phy_offset
-        )
-        return cls(
-            queue,
-            record.queue_offset,
-            record.uncompressed_body(),
-            props,
-            props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, offset_id),
-            offset_id,
-            record.store_timestamp,
-            record.born_timestamp,
-            record.reconsume_times,
-        )
+__all__ = ["PullConsumer", "ReceivedMessage"]
 
 
 class PullConsumer:
@@ -85,21 +47,58 @@ class PullConsumer:
         subscription: str = "*",
         batch: int = 32,
         poll_timeout_s: float = 5.0,
+        consume_from: str = "first",
+        consume_timestamp_ms: int | None = None,
+        message_model: str = CLUSTERING,
+        auto_commit_interval_s: float | None = 5.0,
+        rebalance_interval_s: float = 20.0,
+        heartbeat_interval_s: float = 30.0,
+        instance_name: str | None = None,
     ) -> None:
         self.group = group
-        self.remoting = RemotingClient()
-        self.routes = RouteCache(self.remoting, [a for a in namesrv_addr.split(";") if a])
+        self.member = GroupMember(
+            group,
+            namesrv_addr,
+            consume_type="CONSUME_ACTIVELY",
+            message_model=message_model,
+            consume_from=consume_from,
+            instance_name=instance_name,
+            on_change=self._group_changed,
+        )
+        self.remoting = self.member.remoting
+        self.routes = self.member.routes
         self.subscription = subscription
         self.batch = batch
         self.poll_timeout_s = poll_timeout_s
+        self.consume_timestamp_ms = consume_timestamp_ms
+        self.auto_commit_interval_s = auto_commit_interval_s
+        self.rebalance_interval_s = rebalance_interval_s
+        self.heartbeat_interval_s = heartbeat_interval_s
         self.positions: dict[MessageQueue, int] = {}
-        self._client_id = f"sidewinder@{id(self):x}"
+        self._subscribed = False
+        self._changed = asyncio.Event()
+        self._maintainer: asyncio.Task[None] | None = None
+        self._last_commit = time.monotonic()
+        self._closed = False
 
-    async def start(self) -> None:
-        """Nothing to do before `assign`; kept for symmetry with the producer."""
+    # -- choosing queues -------------------------------------------------------------------------
+    def subscribe(self, topic: str, expression: str = "*", expression_type: str = "TAG") -> None:
+        """Take a share of `topic`'s queues, decided by the group (not with `assign`)."""
+        if self.positions and not self._subscribed:
+            raise ValueError("this consumer already assigned its queues itself")
+        self._subscribed = True
+        self.member.subscribe(topic, expression, expression_type)
+        self._changed.set()
 
-    async def close(self) -> None:
-        await self.remoting.close()
+    def assign(self, queues: list[MessageQueue]) -> None:
+        if self._subscribed:
+            raise ValueError("this consumer subscribed; the group decides its queues")
+        for topic in {q.topic for q in queues} - self.member.subscriptions.keys():
+            self.member.subscribe(topic, self.subscription)
+        self.positions = {q: self.positions.get(q, -1) for q in queues}
+
+    def assignment(self) -> list[MessageQueue]:
+        return sorted(self.positions)
 
     async def queues(self, topic: str) -> list[MessageQueue]:
         route = await self.routes.route(topic)
@@ -107,134 +106,144 @@ class PullConsumer:
             raise ClientError(ResponseCode.TOPIC_NOT_EXIST, f"no route for topic {topic}")
         return route.read_queues
 
-    def assign(self, queues: list[MessageQueue]) -> None:
-        self.positions = {q: self.positions.get(q, -1) for q in queues}
-
     async def seek(self, queue: MessageQueue, offset: int) -> None:
+        if queue not in self.positions:
+            raise ValueError(f"{queue} is not assigned to this consumer")
         self.positions[queue] = offset
 
+    # -- lifecycle -------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """In subscribe mode: join the group and take a share of the queues."""
+        if self._subscribed and self._maintainer is None:
+            await self.member.heartbeat()
+            await self._rebalance()
+            self._maintainer = asyncio.get_running_loop().create_task(self._maintain())
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._maintainer is not None:
+            self._maintainer.cancel()
+            # Bounded: a cancel racing a reply can be swallowed (3.11's wait_for); the loop
+            # then ends by the closed flag.
+            await asyncio.wait([self._maintainer], timeout=5)
+            self._maintainer = None
+        try:
+            if self._subscribed and self.auto_commit_interval_s is not None:
+                await self.commit()
+            if self._subscribed:
+                await self.member.unregister()
+        finally:
+            await self.member.close()
+
+    def _group_changed(self) -> None:
+        self._changed.set()
+
+    async def _maintain(self) -> None:
+        last_heartbeat = time.monotonic()
+        while not self._closed:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), self.rebalance_interval_s)
+            self._changed.clear()
+            try:
+                if time.monotonic() - last_heartbeat >= self.heartbeat_interval_s:
+                    await self.member.heartbeat()
+                    last_heartbeat = time.monotonic()
+                await self._rebalance()
+            except (ClientError, RemotingError, OSError):
+                await asyncio.sleep(1)  # the cluster is unreachable for now: try again later
+
+    async def _rebalance(self) -> None:
+        for topic in self.member.subscriptions:
+            await self.routes.route(topic, refresh=True)
+        allocation = await self.member.allocation()
+        if allocation is None:
+            return
+        mine = {q for queues in allocation.values() for q in queues}
+        for queue in set(self.positions) - mine:
+            position = self.positions.pop(queue)
+            if position >= 0 and self.auto_commit_interval_s is not None:
+                await self._commit_one(queue, position)
+        for queue in mine - set(self.positions):
+            self.positions[queue] = -1
+
+    # -- consuming -------------------------------------------------------------------------------
     async def committed(self, queue: MessageQueue) -> int:
         """The group's committed offset of `queue`, -1 if it has none."""
-        header = QueryConsumerOffsetRequestHeader(self.group, queue.topic, queue.queue_id)
-        reply = await self._ask(queue, RequestCode.QUERY_CONSUMER_OFFSET, header.to_ext())
-        if reply.code == ResponseCode.QUERY_NOT_FOUND:
-            return -1
-        _check(reply)
-        return OffsetResponseHeader.from_ext(reply.ext_fields).offset
+        return await committed_offset(
+            self.remoting, await self.member.broker_of(queue), self.group, queue
+        )
 
     async def _start_position(self, queue: MessageQueue) -> int:
         committed = await self.committed(queue)
         if committed >= 0:
             return committed
-        header = TopicQueueRequestHeader(queue.topic, queue.queue_id)
-        reply = await self._ask(queue, RequestCode.GET_MIN_OFFSET, header.to_ext())
-        _check(reply)
-        return OffsetResponseHeader.from_ext(reply.ext_fields).offset
+        addr = await self.member.broker_of(queue)
+        if self.member.consume_from == "last":
+            return await queue_bound(self.remoting, addr, queue, RequestCode.GET_MAX_OFFSET)
+        if self.member.consume_from == "timestamp":
+            at = self.consume_timestamp_ms or int(time.time() * 1000)
+            return await offset_at(self.remoting, addr, queue, at)
+        return await queue_bound(self.remoting, addr, queue, RequestCode.GET_MIN_OFFSET)
 
     async def poll(self) -> list[ReceivedMessage]:
         """Messages from every assigned queue that has some, after at most one long poll."""
+        if self._subscribed and self._maintainer is None:
+            await self.start()
         for queue, position in list(self.positions.items()):
             if position < 0:
-                self.positions[queue] = await self._start_position(queue)
-        results = await asyncio.gather(*(self._pull(q, suspend=False) for q in self.positions))
+                start = await self._start_position(queue)
+                if queue in self.positions:
+                    self.positions[queue] = start
+        queues = list(self.positions)
+        results = await asyncio.gather(*(self._pull(q, suspend=False) for q in queues))
         messages = [m for batch in results for m in batch]
-        if messages or not self.positions:
-            return messages
-        results = await asyncio.gather(*(self._pull(q, suspend=True) for q in self.positions))
-        return [m for batch in results for m in batch]
+        if not messages and queues:
+            results = await asyncio.gather(*(self._pull(q, suspend=True) for q in queues))
+            messages = [m for batch in results for m in batch]
+        await self._auto_commit()
+        return messages
 
     async def _pull(self, queue: MessageQueue, *, suspend: bool) -> list[ReceivedMessage]:
-        header = PullMessageRequestHeader(
-            consumer_group=self.group,
-            topic=queue.topic,
-            queue_id=queue.queue_id,
-            queue_offset=self.positions[queue],
-            max_msg_nums=self.batch,
-            sys_flag=FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend else 0),
-            commit_offset=0,
-            suspend_timeout_millis=int(self.poll_timeout_s * 1000),
-            sub_version=0,
-            subscription=self.subscription,
-            expression_type="TAG",
-        )
-        reply = await self._ask(
-            queue, RequestCode.PULL_MESSAGE, header.to_ext(), timeout_s=self.poll_timeout_s + 5
-        )
-        if reply.code in (
-            ResponseCode.SUBSCRIPTION_NOT_EXIST,
-            ResponseCode.SUBSCRIPTION_NOT_LATEST,
-        ):
-            await self._heartbeat(queue)
+        position = self.positions.get(queue, -1)
+        if position < 0:
             return []
-        if reply.code not in (
-            ResponseCode.SUCCESS,
-            ResponseCode.PULL_NOT_FOUND,
-            ResponseCode.PULL_RETRY_IMMEDIATELY,
-            ResponseCode.PULL_OFFSET_MOVED,
-        ):
-            _check(reply)
-        pulled = PullMessageResponseHeader.from_ext(reply.ext_fields)
-        self.positions[queue] = pulled.next_begin_offset
-        if reply.code != ResponseCode.SUCCESS or not reply.body:
+        subscription = self.member.subscriptions.get(queue.topic) or Subscription.of(
+            queue.topic, self.subscription
+        )
+        result = await pull(
+            self.remoting,
+            await self.member.broker_of(queue),
+            self.group,
+            queue,
+            position,
+            subscription,
+            batch=self.batch,
+            suspend_s=self.poll_timeout_s if suspend else None,
+        )
+        if result.stale_subscription:
+            await self.member.heartbeat()
             return []
-        return _decode(queue, reply.body_bytes)
+        if self.positions.get(queue) != position:
+            return []  # reassigned or sought while this pull was out: its answer is stale
+        self.positions[queue] = result.next_offset
+        return result.messages
+
+    async def _auto_commit(self) -> None:
+        interval = self.auto_commit_interval_s
+        if not self._subscribed or interval is None:
+            return
+        if time.monotonic() - self._last_commit >= interval:
+            await self.commit()
 
     async def commit(self) -> None:
-        """Store every queue's position as the group's offset (oneway per broker in Java)."""
-        for queue, position in self.positions.items():
-            if position < 0:
-                continue
-            header = UpdateConsumerOffsetRequestHeader(
-                self.group, queue.topic, queue.queue_id, position
-            )
-            _check(await self._ask(queue, RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext()))
+        """Store every queue's position as the group's offset."""
+        self._last_commit = time.monotonic()
+        for queue, position in list(self.positions.items()):
+            if position >= 0:
+                await self._commit_one(queue, position)
 
-    async def _heartbeat(self, queue: MessageQueue) -> None:
-        data = {
-            "clientID": self._client_id,
-            "consumerDataSet": [
-                {
-                    "groupName": self.group,
-                    "consumeType": "CONSUME_ACTIVELY",
-                    "messageModel": "CLUSTERING",
-                    "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
-                    "unitMode": False,
-                    "subscriptionDataSet": [
-                        {"topic": queue.topic, "subString": self.subscription, "subVersion": 0}
-                    ],
-                }
-            ],
-            "producerDataSet": [],
-        }
-        request = RemotingCommand.request(RequestCode.HEART_BEAT, None, json.dumps(data).encode())
-        await self.remoting.invoke(await self._broker(queue), request, 3)
-
-    async def _broker(self, queue: MessageQueue) -> str:
-        route = await self.routes.route(queue.topic)
-        addr = route.master(queue.broker_name) if route else None
-        if addr is None:
-            raise ClientError(ResponseCode.SERVICE_NOT_AVAILABLE, f"no broker {queue.broker_name}")
-        return addr
-
-    async def _ask(
-        self, queue: MessageQueue, code: int, ext: dict[str, str], timeout_s: float = 5.0
-    ) -> RemotingCommand:
-        request = RemotingCommand.request(code, ext)
-        return await self.remoting.invoke(await self._broker(queue), request, timeout_s)
-
-
-def _decode(queue: MessageQueue, data: bytes) -> list[ReceivedMessage]:
-    messages = []
-    at = 0
-    while at < len(data):
-        record = decode_record(data, at)
-        if not isinstance(record, MessageRecord):
-            break
-        messages.append(ReceivedMessage.of(queue, record))
-        at += record.total_size
-    return messages
-
-
-def _check(reply: RemotingCommand) -> None:
-    if reply.code != ResponseCode.SUCCESS:
-        raise ClientError(reply.code, reply.remark or "")
+    async def _commit_one(self, queue: MessageQueue, position: int) -> None:
+        addr = await self.member.broker_of(queue)
+        await commit_offset(self.remoting, addr, self.group, queue, position)

@@ -27,6 +27,11 @@ class ClientError(Exception):
         self.remark = remark
 
 
+def check_reply(reply: RemotingCommand) -> None:
+    if reply.code != ResponseCode.SUCCESS:
+        raise ClientError(reply.code, reply.remark or "")
+
+
 @dataclass(frozen=True, order=True)
 class MessageQueue:
     topic: str

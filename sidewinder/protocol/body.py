@@ -84,3 +84,24 @@ def loads(text: str | bytes) -> Any:
 def json_decoder() -> json.JSONDecoder:
     """A decoder for walking fastjson text piece by piece (maps keyed by objects)."""
     return json.JSONDecoder()
+
+
+def object_keyed_pairs(data: bytes | str, field: str = "offsetTable") -> list[tuple[Any, Any]]:
+    """The entries of map `field` whose keys are objects (fastjson's form of a Java map keyed by
+    MessageQueue), as (key, value) pairs; [] when the map is absent."""
+    text = data.decode() if isinstance(data, bytes) else data
+    opening = f'"{field}":{{'
+    start = text.find(opening)
+    if start < 0:
+        return []
+    at = start + len(opening)
+    decoder = json_decoder()
+    pairs = []
+    while text[at] != "}":
+        key, at = decoder.raw_decode(text, at)
+        at += 1  # the ':'
+        value, at = decoder.raw_decode(text, at)
+        pairs.append((key, value))
+        if text[at] == ",":
+            at += 1
+    return pairs

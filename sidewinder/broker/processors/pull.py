@@ -10,7 +10,7 @@ import asyncio
 import functools
 from collections.abc import Callable
 
-from sidewinder.broker.clients import Clients, parse_tag_expression
+from sidewinder.broker.clients import Clients
 from sidewinder.broker.config import PERM_READ, BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.long_polling import HeldPull, PullHolds
@@ -21,6 +21,7 @@ from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from sidewinder.protocol.record import MessageRecord, decode_record
+from sidewinder.protocol.subscription import parse_tag_expression
 from sidewinder.remoting.dispatch import RequestContext
 from sidewinder.store.message_store import GetResult, GetStatus, MessageStore
 
