@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sidewinder.client.pulling import ReceivedMessage, pull
 from sidewinder.client.route_cache import (
     MASTER_ID,
     ClientError,
@@ -27,7 +28,10 @@ from sidewinder.protocol.headers import (
     QueryMessageRequestHeader,
     TopicHeader,
 )
+from sidewinder.protocol.subscription import Subscription
 from sidewinder.remoting.client import RemotingClient
+
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 
 
 @dataclass(frozen=True)
@@ -204,6 +208,37 @@ class Admin:
             self, broker_addr, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(phy_offset)}
         )
         return reply.body_bytes
+
+    async def broker_config(self, broker_addr: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG: the broker's effective settings (a Java properties text)."""
+        reply = await _ask_broker(self, broker_addr, RequestCode.GET_BROKER_CONFIG, None)
+        config = {}
+        for line in reply.body_bytes.decode().splitlines():
+            key, sep, value = line.partition("=")
+            if sep and not key.lstrip().startswith("#"):
+                config[key.strip()] = value.strip()
+        return config
+
+    async def message_at(self, queue: MessageQueue, offset: int) -> ReceivedMessage | None:
+        """The message at `offset` of one queue (one PULL_MESSAGE, as mqadmin's tools group)."""
+        route = await self.routes.route(queue.topic)
+        addr = route.master(queue.broker_name) if route else None
+        if addr is None:
+            raise ClientError(
+                ResponseCode.TOPIC_NOT_EXIST, f"no broker {queue.broker_name} for {queue.topic}"
+            )
+        result = await pull(
+            self.remoting,
+            addr,
+            TOOLS_CONSUMER_GROUP,
+            queue,
+            offset,
+            Subscription.of(queue.topic, "*"),
+            batch=1,
+            suspend_s=None,
+        )
+        found = [m for m in result.messages if m.queue_offset == offset]
+        return found[0] if found else None
 
     async def consumer_progress(self, group: str, topic: str | None = None) -> list[QueueProgress]:
         """Broker and consumer offsets of every queue the group consumes, with the lag."""

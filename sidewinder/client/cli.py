@@ -5,8 +5,8 @@
     mqadmin consumerProgress -n 127.0.0.1:9876 -g billing
 
 Sub-commands: updateTopic, deleteTopic, topicList, topicRoute, topicStatus, clusterList,
-brokerStatus, consumerProgress, queryMsgById, queryMsgByKey, updateSubGroup, sendMessage,
-consumeMessage.
+brokerStatus, consumerProgress, queryMsgById, queryMsgByKey, queryMsgByOffset, getBrokerConfig,
+updateSubGroup, sendMessage, consumeMessage.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import uvloop
 from sidewinder.client.admin import Admin
 from sidewinder.client.consumer import PullConsumer
 from sidewinder.client.producer import Message, Producer
-from sidewinder.client.route_cache import ClientError
+from sidewinder.client.route_cache import ClientError, MessageQueue
 from sidewinder.protocol.message import decode_offset_msg_id
 from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.remoting.connection import RemotingError
@@ -218,13 +218,17 @@ async def query_msg_by_id(args: argparse.Namespace) -> int:
         data = await admin.view_message(f"{host}:{port}", offset)
     finally:
         await admin.close()
+    return print_record(args.msg_id, data)
+
+
+def print_record(msg_id: str, data: bytes) -> int:
     record = decode_record(data)
     if not isinstance(record, MessageRecord):
-        print(f"no message at {args.msg_id}", file=sys.stderr)
+        print(f"no message at {msg_id}", file=sys.stderr)
         return 1
     props = record.properties()
     for label, value in (
-        ("OffsetID", args.msg_id),
+        ("OffsetID", msg_id),
         ("Topic", record.topic),
         ("Tags", f"[{props.get('TAGS', '')}]"),
         ("Keys", f"[{props.get('KEYS', '')}]"),
@@ -241,6 +245,55 @@ async def query_msg_by_id(args: argparse.Namespace) -> int:
         ("Body", bytes(record.body).decode(errors="replace")),
     ):
         print(f"{label + ':':<20} {value}")
+    return 0
+
+
+@command(
+    "queryMsgByOffset",
+    "the message at an offset of one queue",
+    ("-t", {"dest": "topic", "required": True}),
+    ("-b", {"dest": "broker_name", "required": True}),
+    ("-i", {"dest": "queue_id", "type": int, "required": True}),
+    ("-o", {"dest": "offset", "type": int, "required": True}),
+)
+async def query_msg_by_offset(args: argparse.Namespace) -> int:
+    admin = Admin(args.namesrv)
+    queue = MessageQueue(args.topic, args.broker_name, args.queue_id)
+    try:
+        message = await admin.message_at(queue, args.offset)
+        if message is None:
+            print(f"no message at offset {args.offset} of {queue}", file=sys.stderr)
+            return 1
+        host, port, phy_offset = decode_offset_msg_id(message.offset_msg_id)
+        data = await admin.view_message(f"{host}:{port}", phy_offset)
+    finally:
+        await admin.close()
+    return print_record(message.offset_msg_id, data)
+
+
+@command(
+    "getBrokerConfig",
+    "the effective settings of a broker (-b) or of every master of a cluster (-c)",
+    ("-b", {"dest": "broker", "default": None}),
+    ("-c", {"dest": "cluster", "default": None}),
+)
+async def get_broker_config(args: argparse.Namespace) -> int:
+    if not args.broker and not args.cluster:
+        print("getBrokerConfig needs -b <broker address> or -c <cluster name>", file=sys.stderr)
+        return 1
+    admin = Admin(args.namesrv)
+    try:
+        if args.broker:
+            addresses = [args.broker]
+        else:
+            addresses = list((await admin.masters(args.cluster)).values())
+        for addr in sorted(addresses):
+            config = await admin.broker_config(addr)
+            print(f"============{addr}============")
+            for key, value in sorted(config.items()):
+                print(f"{key:<50}=  {value}")
+    finally:
+        await admin.close()
     return 0
 
 

@@ -11,7 +11,7 @@ from interop import fastjson
 from interop.mqadmin import MQAdminError, create_topic, mqadmin
 from interop.target import ClusterTarget
 from tests.conftest import unique
-from tests.interop.scenarios import consume, produce
+from tests.interop.scenarios import consume, produce, start_consumer
 
 pytestmark = pytest.mark.interop
 
@@ -88,3 +88,48 @@ def test_query_message_by_id_and_by_key(target: ClusterTarget) -> None:
 def test_a_failing_command_raises_with_its_output(target: ClusterTarget) -> None:
     with pytest.raises(MQAdminError, match="topicRoute"):
         mqadmin(target.namesrv_addr, "topicRoute", "-t", unique("NoSuchTopic"))
+
+
+def test_group_queue_and_config_commands(target: ClusterTarget) -> None:
+    """updateSubGroup, consumerConnection (a consumer online), topicStatus, queryMsgByOffset,
+    getBrokerConfig and deleteTopic, as RocketMQ's tool prints them."""
+    topic, group = unique("AdminMore"), unique("AdminMoreGroup")
+    ns, cluster = target.namesrv_addr, target.cluster_name
+    create_topic(ns, topic, queues=2)
+    sent = produce(target, "java", topic, 4, group=unique("PG"), keys_prefix="am-")
+    out = mqadmin(ns, "updateSubGroup", "-c", cluster, "-g", group).stdout
+    assert f"create subscription group to {target.broker_addr} success" in out, out
+
+    status = mqadmin(ns, "topicStatus", "-t", topic).stdout
+    rows = [line.split() for line in status.splitlines() if line.startswith(target.broker_name)]
+    assert len(rows) == 2 and sum(int(r[3]) for r in rows) == 4, status
+
+    first = next(e for e in sent if e["queueOffset"] == 0)
+    by_offset = mqadmin(
+        ns, "queryMsgByOffset", "-t", topic, "-b", target.broker_name,
+        "-i", str(first["queueId"]), "-o", "0",
+    ).stdout  # fmt: skip
+    assert re.search(rf"Keys:\s+\[?{first['keys']}\]?", by_offset), by_offset
+    assert first["offsetMsgId"] in by_offset, by_offset
+
+    config = mqadmin(ns, "getBrokerConfig", "-b", target.broker_addr).stdout
+    settings = dict(re.findall(r"^(\w+)\s*=\s*(.*?)\s*$", config, re.MULTILINE))
+    assert settings.get("brokerName") == target.broker_name, config
+    assert settings.get("brokerClusterName") == cluster, config
+
+    # It waits for a fifth message, so it is online while the tool looks.
+    consumer = start_consumer(target, "java", topic, 5, group=group)
+    try:
+        connection = mqadmin(ns, "consumerConnection", "-g", group).stdout
+        assert re.search(r"^\S+@\S+\s+\S+:\d+\s+JAVA\s+V4_9_8\s*$", connection, re.M), (
+            connection
+        )
+        assert re.search(rf"^{topic}\s+\*", connection, re.MULTILINE), connection
+        assert "CONSUME_PASSIVELY" in connection and "CLUSTERING" in connection, connection
+    finally:
+        produce(target, "java", topic, 1, group=unique("PG"), keys_prefix="am-last-")
+        consumer.wait()
+
+    out = mqadmin(ns, "deleteTopic", "-c", cluster, "-t", topic).stdout
+    assert "delete topic" in out and "success" in out, out
+    assert topic not in mqadmin(ns, "topicList").stdout.split()

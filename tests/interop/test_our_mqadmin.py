@@ -48,6 +48,13 @@ def test_topic_lifecycle_and_queries(target: ClusterTarget) -> None:
     assert row[2] == "SEND_OK"
     shown = mqadmin(target, "queryMsgById", "-i", row[4])
     assert "hello-admin" in shown and "[TagX]" in shown and "[adm-1]" in shown
+    at_offset = mqadmin(
+        target, "queryMsgByOffset", "-t", topic, "-b", row[0], "-i", row[1], "-o", "0"
+    )
+    assert row[4] in at_offset and "hello-admin" in at_offset
+    config = mqadmin(target, "getBrokerConfig", "-b", target.broker_addr)
+    assert re.search(r"^brokerName\s+=  broker-a$", config, re.MULTILINE)
+    assert re.search(r"^listenPort\s+=  \d+$", config, re.MULTILINE)
     assert "BODY: hello-admin" in mqadmin(target, "consumeMessage", "-t", topic, "-s", "3")
     by_key = mqadmin(target, "queryMsgByKey", "-t", topic, "-k", "adm-1")
     assert row[3] in by_key  # the client's msgId (UNIQ_KEY) of the message sent above
