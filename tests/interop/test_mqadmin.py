@@ -121,9 +121,7 @@ def test_group_queue_and_config_commands(target: ClusterTarget) -> None:
     consumer = start_consumer(target, "java", topic, 5, group=group)
     try:
         connection = mqadmin(ns, "consumerConnection", "-g", group).stdout
-        assert re.search(r"^\S+@\S+\s+\S+:\d+\s+JAVA\s+V4_9_8\s*$", connection, re.M), (
-            connection
-        )
+        assert re.search(r"^\S+@\S+\s+\S+:\d+\s+JAVA\s+V4_9_8\s*$", connection, re.M), connection
         assert re.search(rf"^{topic}\s+\*", connection, re.MULTILINE), connection
         assert "CONSUME_PASSIVELY" in connection and "CLUSTERING" in connection, connection
     finally:
