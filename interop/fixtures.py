@@ -26,8 +26,10 @@ import shutil
 import socket
 import struct
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -304,11 +306,14 @@ def _proxied(session: ProxySession, cluster: RocketMQCluster) -> tuple[str, str]
 
 def _java_wire(ns: str, *, serialize: str = "json") -> None:
     opts = {"serialize": serialize}
+    if serialize != "json":
+        # Its own topic: the captures run side by side.
+        create_topic(ns, "WireJavaRmq")
+        _produce(ns, "java", "WireJavaRmq", 5, tag="TagA", prop=["a=1"], **opts)
+        _consume(ns, "java", "WireJavaRmq", 5, "CG_java_rmq", **opts)
+        return
     create_topic(ns, "WireJava")
     _produce(ns, "java", "WireJava", 5, tag="TagA", prop=["a=1"], **opts)
-    if serialize != "json":
-        _consume(ns, "java", "WireJava", 5, "CG_java_rmq", **opts)
-        return
     for mode in ("async", "oneway"):
         _produce(ns, "java", "WireJava", 5, mode=mode, start=100, **opts)
     _produce(ns, "java", "WireJava", 10, mode="batch", batch_size=5, start=200, **opts)
@@ -395,20 +400,31 @@ def generate_wire(out: Path) -> dict[str, Any]:
         "mqadmin": _mqadmin_wire,
     }
     index: dict[str, Any] = {}
-    with RocketMQCluster(out / "cluster") as cluster:
-        for name, scenario in captures.items():
-            path = out / f"{name}.jsonl"
-            with ProxySession(path) as session:
+    ports_lock = threading.Lock()
+
+    def capture(
+        name: str, scenario: Callable[[str, str, RocketMQCluster], None], cluster: RocketMQCluster
+    ) -> None:
+        path = out / f"{name}.jsonl"
+        with ProxySession(path) as session:
+            with ports_lock:  # a port is probed free, then bound: one capture at a time
                 ns, broker = _proxied(session, cluster)
-                scenario(ns, broker, cluster)
-            frames = read_capture(path)
-            for frame in frames:
-                frame.check()
-            index[name] = {
-                "file": path.name,
-                "frames": len(frames),
-                "request_codes": sorted(request_codes(frames)),
-            }
+            scenario(ns, broker, cluster)
+        frames = read_capture(path)
+        for frame in frames:
+            frame.check()
+        index[name] = {
+            "file": path.name,
+            "frames": len(frames),
+            "request_codes": sorted(request_codes(frames)),
+        }
+
+    # Each capture has its own proxies, topics and groups; most of a capture is waiting for
+    # clients to start and rebalance, so three at a time share the cluster.
+    with RocketMQCluster(out / "cluster") as cluster, ThreadPoolExecutor(3) as pool:
+        futures = [pool.submit(capture, n, s, cluster) for n, s in captures.items()]
+        for future in futures:
+            future.result()
     shutil.rmtree(out / "cluster", ignore_errors=True)
     return {"captures": index}
 

@@ -491,9 +491,14 @@ def scan_broker_log(path: Path) -> dict[str, Any]:
 
 
 def run_flush_mode(
-    flush: str, scenarios: list[str], seconds: int, root: Path
+    flush: str,
+    scenarios: list[str],
+    seconds: int,
+    root: Path,
+    extra: Callable[[Any, Path], list[Row]] | None = None,
 ) -> tuple[list[Row], dict[str, Any]]:
-    """One fresh cluster for this flush mode; the scenarios run one after another on it."""
+    """One fresh cluster for this flush mode; the scenarios run one after another on it, then
+    `extra(cluster, workdir)` (scripts/bench.py's own clients) on the same cluster."""
     workdir = root / flush
     cluster: Any
     if TARGET[0] == "rocketmq":
@@ -521,6 +526,8 @@ def run_flush_mode(
             for row in new_rows:
                 log(f"[{flush}]   {row.label}: TPS {fmt(row.tps, 0)}  failures {row.failures}")
             rows += new_rows
+        if extra is not None:
+            rows += extra(cluster, workdir)
     finally:
         cluster.stop()
     return rows, scan_broker_log(workdir / "cluster" / "logs" / "broker.log")
