@@ -1,0 +1,348 @@
+"""Sidewinder against RocketMQ and Redis Streams, in one run on this machine.
+
+    .venv/bin/python scripts/bench.py --seconds 20 --flush both
+
+For each flush mode (ASYNC_FLUSH, SYNC_FLUSH) and each cluster (RocketMQ 4.9.x, then
+Sidewinder), a fresh name server + broker with the same settings runs:
+
+  produce-1 / produce-64 / consume   RocketMQ's own benchmark tool (scripts/bench_reference.py)
+  py-pipelined   our Python producer, 1 KiB bodies, 128 sends in flight (one connection)
+  py-sync-ack    our Python producer, one send at a time: the acknowledgement latency
+  py-consume     our lite pull consumer draining what py-pipelined wrote
+
+then Redis Streams (Debian's redis-server; appendfsync always for SYNC, everysec for ASYNC)
+takes the same load shape: XADD with 128 in flight, XADD one at a time, XREAD COUNT 32.
+
+TPS, RT p50/p99 (the tool prints only its average RT), broker CPU and RSS are printed side by
+side, with Sidewinder's ratio to RocketMQ, and the issue's targets checked. Everything listens on
+127.0.0.1; every process started is stopped by pid. `--json PATH` keeps the raw rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+for path in (REPO_ROOT, REPO_ROOT / "scripts"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+import bench_reference as ref  # noqa: E402
+import uvloop  # noqa: E402
+
+from interop.processes import can_connect, free_port_block  # noqa: E402
+from sidewinder.client.consumer import PullConsumer  # noqa: E402
+from sidewinder.client.producer import Message, Producer  # noqa: E402
+
+WINDOW = 128
+BODY = b"x" * ref.MESSAGE_SIZE
+PY_TOPIC = "BenchPython"
+MAX_OPS = 20_000_000  # a bound on any one load loop, whatever the clock says
+PY_SCENARIOS = {
+    "py-pipelined": f"Python producer, 1 KiB, {WINDOW} in flight",
+    "py-sync-ack": "Python producer, 1 KiB, one at a time",
+    "py-consume": "Python lite consumer draining the topic",
+}
+TARGETS = {
+    "ASYNC py-pipelined TPS >= 100k": ("async", "py-pipelined", 100_000),
+    "SYNC group commit TPS >= 40k (best producer row)": ("sync", "best-produce", 40_000),
+    "consume TPS >= 150k (best consumer row)": ("async", "best-consume", 150_000),
+}
+
+
+@dataclass
+class Load:
+    ops: int
+    seconds: float
+    latencies_ms: list[float]
+
+    @property
+    def tps(self) -> float:
+        return self.ops / self.seconds if self.seconds > 0 else 0.0
+
+    def percentile(self, p: float) -> float | None:
+        if not self.latencies_ms:
+            return None
+        ordered = sorted(self.latencies_ms)
+        return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+async def closed_loop(send: Callable[[], Awaitable[Any]], window: int, seconds: float) -> Load:
+    """`window` workers, each sending again as soon as its last send is answered."""
+    latencies: list[float] = []
+    deadline = time.monotonic() + seconds
+    per_worker = MAX_OPS // window
+
+    async def worker() -> None:
+        for _ in range(per_worker):
+            if time.monotonic() >= deadline:
+                return
+            started = time.perf_counter()
+            await send()
+            latencies.append((time.perf_counter() - started) * 1000)
+
+    t0 = time.monotonic()
+    await asyncio.gather(*(worker() for _ in range(window)))
+    return Load(len(latencies), time.monotonic() - t0, latencies)
+
+
+def row_of(flush: str, scenario: str, load: Load, resources: dict[str, Any]) -> ref.Row:
+    p50, p99 = load.percentile(50), load.percentile(99)
+    return ref.Row(
+        flush=flush,
+        scenario=scenario,
+        label=PY_SCENARIOS[scenario],
+        tps=load.tps,
+        avg_rt_ms="" if p50 is None else f"p50 {p50:.3f} / p99 {p99:.3f}",
+        max_rt_ms=f"{max(load.latencies_ms):.1f}" if load.latencies_ms else "",
+        failures=0,
+        resources=resources,
+        steady_lines=1,
+    )
+
+
+# -- our Python client on a running cluster ----------------------------------------------------
+def python_rows(flush: str, seconds: float) -> Callable[[Any, Path], list[ref.Row]]:
+    def run(cluster: Any, workdir: Path) -> list[ref.Row]:
+        ref.create_topic(
+            cluster.namesrv_addr, PY_TOPIC, queues=ref.TOPIC_QUEUES, workdir=workdir / "mqadmin"
+        )
+        pids = {**ref.pids_of(cluster), "producer": os.getpid()}
+        rows = []
+        for scenario in PY_SCENARIOS:
+            ref.log(f"[{flush}] {scenario}: {PY_SCENARIOS[scenario]} for {seconds:.0f} s")
+            with ref.ResourceSampler(pids) as sampler:
+                load = uvloop.run(_python_load(cluster.namesrv_addr, scenario, seconds))
+            rows.append(row_of(flush, scenario, load, sampler.summary()))
+            ref.log(f"[{flush}]   TPS {load.tps:,.0f}  {rows[-1].avg_rt_ms}")
+        return rows
+
+    return run
+
+
+async def _python_load(namesrv: str, scenario: str, seconds: float) -> Load:
+    if scenario == "py-consume":
+        consumer = PullConsumer("bench_py_consumer", namesrv, poll_timeout_s=1)
+        try:
+            consumer.assign(await consumer.queues(PY_TOPIC))
+            got, t0 = 0, time.monotonic()
+            empty_polls = 0
+            while time.monotonic() - t0 < seconds and empty_polls < 3 and got < MAX_OPS:
+                batch = await consumer.poll()
+                got += len(batch)
+                empty_polls = 0 if batch else empty_polls + 1
+            return Load(got, time.monotonic() - t0, [])
+        finally:
+            await consumer.close()
+    producer = Producer("bench_py_producer", namesrv)
+    try:
+        await producer.send(Message(PY_TOPIC, BODY))  # routes and connection, outside the clock
+        window = WINDOW if scenario == "py-pipelined" else 1
+        return await closed_loop(lambda: producer.send(Message(PY_TOPIC, BODY)), window, seconds)
+    finally:
+        await producer.close()
+
+
+# -- Redis Streams -------------------------------------------------------------------------------
+def redis_rows(flush: str, seconds: float, workdir: Path) -> list[ref.Row]:
+    server = shutil.which("redis-server")
+    if server is None:
+        ref.log("redis-server is not installed (apt-get install redis-server): no Redis rows")
+        return []
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port_block()
+    fsync = "always" if flush == "sync" else "everysec"
+    argv = [
+        server,
+        *("--bind", "127.0.0.1", "--port", str(port), "--dir", str(workdir)),
+        *("--save", "", "--appendonly", "yes", "--appendfsync", fsync, "--protected-mode", "no"),
+    ]
+    log_file = (workdir / "redis.log").open("wb")
+    proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT)
+    rows = []
+    try:
+        deadline = time.monotonic() + 30
+        while not can_connect("127.0.0.1", port):
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"redis-server did not start: see {workdir / 'redis.log'}")
+            time.sleep(0.1)
+        for scenario in PY_SCENARIOS:
+            ref.log(f"[{flush}] redis {scenario} for {seconds:.0f} s (appendfsync {fsync})")
+            with ref.ResourceSampler({"broker": proc.pid, "producer": os.getpid()}) as sampler:
+                load = uvloop.run(_redis_load(port, scenario, seconds))
+            rows.append(row_of(flush, scenario, load, sampler.summary()))
+            ref.log(f"[{flush}]   TPS {load.tps:,.0f}  {rows[-1].avg_rt_ms}")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log_file.close()
+    return rows
+
+
+async def _redis_load(port: int, scenario: str, seconds: float) -> Load:
+    import redis.asyncio as redis
+
+    client = redis.Redis(host="127.0.0.1", port=port, max_connections=WINDOW + 4)
+    try:
+        if scenario == "py-consume":
+            got, last_id, t0 = 0, "0-0", time.monotonic()
+            while time.monotonic() - t0 < seconds and got < MAX_OPS:
+                reply = await client.xread({PY_TOPIC: last_id}, count=32)
+                if not reply:
+                    break
+                entries = reply[0][1]
+                got += len(entries)
+                last_id = entries[-1][0]
+            return Load(got, time.monotonic() - t0, [])
+        window = WINDOW if scenario == "py-pipelined" else 1
+        return await closed_loop(lambda: client.xadd(PY_TOPIC, {"body": BODY}), window, seconds)
+    finally:
+        await client.aclose()
+
+
+# -- report ------------------------------------------------------------------------------------
+def _cells(row: ref.Row | None) -> tuple[str, str, str, str]:
+    if row is None:
+        return "", "", "", ""
+    res = row.resources
+    return (
+        ref.fmt(row.tps, 0),
+        row.avg_rt_ms,
+        ref.fmt(res["cpu_pct"].get("broker")),
+        ref.fmt(res["max_rss_mib"].get("broker"), 0),
+    )
+
+
+def render(rows: dict[str, list[ref.Row]], command: str, seconds: int) -> str:
+    def find(kind: str, flush: str, scenario: str) -> ref.Row | None:
+        return next((r for r in rows[kind] if (r.flush, r.scenario) == (flush, scenario)), None)
+
+    header = (
+        "| flush | scenario | RocketMQ TPS | Sidewinder TPS | Sidewinder / RocketMQ "
+        "| Redis TPS | RT ms RocketMQ | RT ms Sidewinder | RT ms Redis "
+        "| broker CPU % R / S / Redis | broker RSS MiB R / S / Redis |"
+    )
+    out = [f"Command: {command}", f"{seconds} s per tool scenario", "", header]
+    out.append("|" + "---|" * header.count(" | ") + "---|")
+    keys = list(dict.fromkeys((r.flush, r.scenario) for kind in rows.values() for r in kind))
+    for flush, scenario in keys:
+        r, s, d = (find(k, flush, scenario) for k in ("rocketmq", "sidewinder", "redis"))
+        label = (r or s or d).label  # type: ignore[union-attr]
+        rc, sc, dc = _cells(r), _cells(s), _cells(d)
+        ratio = f"{s.tps / r.tps:.2f}×" if r and s and r.tps and s.tps is not None else ""
+        out.append(
+            f"| {ref.FLUSH_MODES[flush]} | {label} | {rc[0]} | {sc[0]} | {ratio} | {dc[0]} "
+            f"| {rc[1]} | {sc[1]} | {dc[1]} | {rc[2]} / {sc[2]} / {dc[2]} "
+            f"| {rc[3]} / {sc[3]} / {dc[3]} |"
+        )
+    out += ["", "Targets (Sidewinder):"]
+    for name, (flush, scenario, goal) in TARGETS.items():
+        best = _best(rows["sidewinder"], flush, scenario)
+        verdict = "met" if best is not None and best >= goal else "missed"
+        out.append(f"- {name}: {ref.fmt(best, 0)} ({verdict})")
+    ack = find("sidewinder", "sync", "py-sync-ack")
+    p50 = ack.avg_rt_ms.split()[1] if ack and ack.avg_rt_ms else None
+    verdict = "met" if p50 is not None and float(p50) <= 0.3 else "missed"
+    out.append(f"- SYNC_FLUSH ack p50 <= 0.3 ms: {p50} ms ({verdict})")
+    beaten = [
+        f"{ref.FLUSH_MODES[f]} {sc}"
+        for f, sc in keys
+        if (r := find("rocketmq", f, sc)) and (s := find("sidewinder", f, sc))
+        if r.tps and s.tps is not None and s.tps < r.tps
+    ]
+    verdict = "met" if not beaten else "missed: " + ", ".join(beaten)
+    out.append(f"- >= RocketMQ on every row: {verdict}")
+    out += [
+        "",
+        "Tool rows: TPS and average RT are the medians of its 10 s lines after the first; py rows",
+        "and Redis rows: TPS over the whole window, RT percentiles of every send. CPU %: 100 = one",
+        "core. RSS includes the mmapped store pages the broker touched.",
+    ]
+    return "\n".join(out)
+
+
+def _best(rows: list[ref.Row], flush: str, scenario: str) -> float | None:
+    if scenario == "best-produce":
+        wanted = {"produce-1", "produce-64", "py-pipelined"}
+    elif scenario == "best-consume":
+        wanted = {"consume", "py-consume"}
+    else:
+        wanted = {scenario}
+    values = [r.tps for r in rows if r.flush == flush and r.scenario in wanted and r.tps]
+    return max(values, default=None)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=int, default=20, help="per tool scenario (>= 10)")
+    parser.add_argument("--py-seconds", type=float, default=10.0, help="per py/Redis scenario")
+    parser.add_argument("--flush", choices=["async", "sync", "both"], default="both")
+    parser.add_argument(
+        "--scenarios",
+        nargs="*",
+        choices=list(ref.SCENARIOS),
+        default=list(ref.SCENARIOS),
+        metavar="NAME",
+        help="tool scenarios (none: only the Python and Redis rows)",
+    )
+    parser.add_argument("--no-redis", action="store_true", help="leave out the Redis peer")
+    parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="raw rows")
+    args = parser.parse_args(argv)
+    if args.seconds < 10:
+        parser.error("--seconds must be at least 10 (the tool prints one line per 10 s)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    command = shlex.join([sys.executable, sys.argv[0], *(sys.argv[1:] if argv is None else argv)])
+    flushes = ["async", "sync"] if args.flush == "both" else [args.flush]
+    root = Path(tempfile.mkdtemp(prefix="bench-"))
+    rows: dict[str, list[ref.Row]] = {"rocketmq": [], "sidewinder": [], "redis": []}
+    try:
+        with ref.sigterm_as_interrupt():
+            for flush in flushes:
+                for kind in ("rocketmq", "sidewinder"):
+                    ref.TARGET[0] = kind
+                    found, _ = ref.run_flush_mode(
+                        flush,
+                        args.scenarios,
+                        args.seconds,
+                        root / kind,
+                        extra=python_rows(flush, args.py_seconds),
+                    )
+                    rows[kind] += found
+                if not args.no_redis:
+                    rows["redis"] += redis_rows(flush, args.py_seconds, root / "redis" / flush)
+    except KeyboardInterrupt as exc:
+        ref.log(f"interrupted ({exc or 'Ctrl-C'}); every process this run started was stopped")
+        return 130
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(render(rows, command, args.seconds))
+    if args.json:
+        payload = {kind: [asdict(r) for r in found] for kind, found in rows.items()}
+        args.json.write_text(ref.json.dumps({"command": command, **payload}, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
