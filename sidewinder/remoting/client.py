@@ -14,10 +14,10 @@ client's own processor table (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STA
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable
 from typing import Any, TypeVar
 
+from sidewinder.common.loop_thread import LoopThread
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.codec import DEFAULT_MAX_FRAME
 from sidewinder.remoting.connection import Connection, RemotingConnectError
@@ -133,26 +133,19 @@ class SyncRemotingClient:
     """A blocking facade: the async client on its own event loop in a daemon thread."""
 
     def __init__(self, **options: Any) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._thread.start()
-        self._client: RemotingClient = self._call(self._make(options))
+        self._loop = LoopThread("sync-remoting-client")
+        self._client: RemotingClient = self._loop.call(self._make(options))
 
     @staticmethod
     async def _make(options: dict[str, Any]) -> RemotingClient:
         return RemotingClient(**options)
 
-    def _call(self, coroutine: Coroutine[Any, Any, T] | Awaitable[T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()  # type: ignore[arg-type]
-
     def invoke(self, address: str, request: RemotingCommand, timeout_s: float) -> RemotingCommand:
-        return self._call(self._client.invoke(address, request, timeout_s))
+        return self._loop.call(self._client.invoke(address, request, timeout_s))
 
     def invoke_oneway(self, address: str, request: RemotingCommand) -> None:
-        self._call(self._client.invoke_oneway(address, request))
+        self._loop.call(self._client.invoke_oneway(address, request))
 
     def close(self) -> None:
-        self._call(self._client.close())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
-        self._loop.close()
+        self._loop.call(self._client.close())
+        self._loop.stop()

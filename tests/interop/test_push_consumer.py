@@ -238,3 +238,39 @@ def test_lite_consumers_subscribe_and_split_queues(target: ClusterTarget) -> Non
             await admin.close()
 
     run(scenario)
+
+
+def test_blocking_facade_without_an_event_loop(target: ClusterTarget) -> None:
+    from sidewinder.client import sync
+
+    topic, group = unique("Blocking"), unique("BlockingGroup")
+    received: list[bytes] = []
+    with sync.Admin(target.namesrv_addr) as admin:
+        admin.create_topic(topic, queues=2)
+        with sync.Producer(unique("BlockingProducer"), target.namesrv_addr) as producer:
+            results = [producer.send(Message(topic, f"b-{n}".encode())) for n in range(20)]
+        assert {r.status for r in results} == {"SEND_OK"}
+
+        def on_messages(messages: list[ReceivedMessage]) -> None:  # a plain function
+            received.extend(m.body for m in messages)
+
+        consumer = sync.PushConsumer(
+            group, target.namesrv_addr, listener=on_messages, consume_from="first"
+        )
+        try:
+            consumer.subscribe(topic)
+            consumer.start()
+            deadline = time.monotonic() + 60
+            while len(received) < 20 and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            consumer.close()
+        assert sorted(received) == sorted(f"b-{n}".encode() for n in range(20))
+        assert [r.lag for r in admin.consumer_progress(group, topic)] == [0, 0]
+        with sync.PullConsumer(unique("BlockingLite"), target.namesrv_addr) as lite:
+            lite.subscribe(topic)
+            lite.start()
+            bodies: list[bytes] = []
+            while len(bodies) < 20 and time.monotonic() < deadline:
+                bodies += [m.body for m in lite.poll()]
+        assert sorted(bodies) == sorted(received)

@@ -1,0 +1,150 @@
+"""Blocking versions of the clients, for scripts, notebooks and threads without an event loop.
+Each runs the async client on its own event loop thread; the methods are the async ones, minus
+`await`.
+
+    from sidewinder.client.sync import Producer, PushConsumer
+    from sidewinder.client.producer import Message
+
+    with Producer("my-group", "127.0.0.1:9876") as producer:
+        result = producer.send(Message("Orders", b"..."))
+
+    def on_messages(messages):                    # runs on the consumer's thread pool
+        ...
+
+    consumer = PushConsumer("billing", "127.0.0.1:9876", listener=on_messages)
+    consumer.subscribe("Orders", "*")
+    consumer.start()
+    ...
+    consumer.close()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Generic, TypeVar
+
+from sidewinder.client import admin, consumer, producer, push_consumer
+from sidewinder.client.producer import Message, SendResult
+from sidewinder.client.pulling import ReceivedMessage
+from sidewinder.client.route_cache import MessageQueue
+from sidewinder.common.loop_thread import LoopThread
+
+C = TypeVar("C")
+T = TypeVar("T")
+
+
+class _Blocking(Generic[C]):
+    """The async client `C`, made and used on a private loop thread."""
+
+    def __init__(self, make: Callable[[], C], name: str) -> None:
+        self._thread = LoopThread(name)
+        self._client: C = self._call(_build(make))
+
+    def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return self._thread.call(coroutine)
+
+    def close(self) -> None:
+        try:
+            self._call(self._client.close())  # type: ignore[attr-defined]
+        finally:
+            self._thread.stop()
+
+    def __enter__(self: T) -> T:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+async def _build(make: Callable[[], C]) -> C:
+    return make()
+
+
+class Producer(_Blocking[producer.Producer]):
+    def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:
+        super().__init__(lambda: producer.Producer(group, namesrv_addr, **options), "producer")
+
+    def send(self, message: Message, **options: Any) -> SendResult:
+        return self._call(self._client.send(message, **options))
+
+    def send_oneway(self, message: Message) -> None:
+        self._call(self._client.send_oneway(message))
+
+    def send_batch(self, messages: Sequence[Message]) -> list[SendResult]:
+        return self._call(self._client.send_batch(messages))
+
+    def queues(self, topic: str) -> list[MessageQueue]:
+        return self._call(self._client.queues(topic))
+
+
+class PullConsumer(_Blocking[consumer.PullConsumer]):
+    def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:
+        super().__init__(
+            lambda: consumer.PullConsumer(group, namesrv_addr, **options), "pull-consumer"
+        )
+
+    def subscribe(self, topic: str, expression: str = "*", expression_type: str = "TAG") -> None:
+        self._client.subscribe(topic, expression, expression_type)
+
+    def assign(self, queues: list[MessageQueue]) -> None:
+        self._client.assign(queues)
+
+    def assignment(self) -> list[MessageQueue]:
+        return self._client.assignment()
+
+    def queues(self, topic: str) -> list[MessageQueue]:
+        return self._call(self._client.queues(topic))
+
+    def start(self) -> None:
+        self._call(self._client.start())
+
+    def seek(self, queue: MessageQueue, offset: int) -> None:
+        self._call(self._client.seek(queue, offset))
+
+    def poll(self) -> list[ReceivedMessage]:
+        return self._call(self._client.poll())
+
+    def commit(self) -> None:
+        self._call(self._client.commit())
+
+    def committed(self, queue: MessageQueue) -> int:
+        return self._call(self._client.committed(queue))
+
+
+class PushConsumer(_Blocking[push_consumer.PushConsumer]):
+    """The listener must be a plain function: it runs on the consumer's thread pool."""
+
+    def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:
+        super().__init__(
+            lambda: push_consumer.PushConsumer(group, namesrv_addr, **options), "push-consumer"
+        )
+
+    @property
+    def client_id(self) -> str:
+        return self._client.client_id
+
+    def subscribe(self, topic: str, expression: str = "*", expression_type: str = "TAG") -> None:
+        self._client.subscribe(topic, expression, expression_type)
+
+    def assignment(self) -> list[MessageQueue]:
+        return self._client.assignment()
+
+    def start(self) -> None:
+        self._call(self._client.start())
+
+
+class Admin(_Blocking[admin.Admin]):
+    """Every method of `sidewinder.client.admin.Admin`, blocking."""
+
+    def __init__(self, namesrv_addr: str) -> None:
+        super().__init__(lambda: admin.Admin(namesrv_addr), "admin")
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        method = getattr(self._client, name)
+
+        def blocking(*args: Any, **kwargs: Any) -> Any:
+            return self._call(method(*args, **kwargs))
+
+        return blocking
