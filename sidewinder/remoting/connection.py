@@ -19,6 +19,9 @@ from sidewinder.remoting.codec import DEFAULT_MAX_FRAME, FrameDecoder, FrameErro
 from sidewinder.remoting.dispatch import ProcessorTable, RequestContext
 
 log = structlog.get_logger(__name__)
+# Frames per write when a loop turn queues many: small enough that the peer overlaps its work
+# with ours (a whole pipelined window in one write makes the two sides take turns).
+FLUSH_EVERY = 16
 
 
 class RemotingError(Exception):
@@ -51,6 +54,7 @@ class Connection(asyncio.Protocol):
         self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._outbox: list[bytes | bytearray | memoryview] = []
         self._flush_scheduled = False
+        self._queued = 0
         self.last_active = time.monotonic()
         self.closed = asyncio.get_running_loop().create_future()
         self._ctx = RequestContext(self)
@@ -103,16 +107,21 @@ class Connection(asyncio.Protocol):
         return self.send
 
     def send(self, command: RemotingCommand) -> None:
-        """Queue a frame; all frames queued in one loop turn go out in one write."""
+        """Queue a frame; the frames queued in one loop turn go out together, in writes of at
+        most FLUSH_EVERY frames so the peer starts on the first while we make the rest."""
         if self.transport is None or self.transport.is_closing():
             return
         self._outbox += encode_command(command)
-        if not self._flush_scheduled:
+        self._queued += 1
+        if self._queued >= FLUSH_EVERY:
+            self._flush()
+        elif not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
+        self._queued = 0
         out, self._outbox = self._outbox, []
         if out and self.transport is not None and not self.transport.is_closing():
             self.transport.writelines(out)
