@@ -1,10 +1,36 @@
-# The Sidewinder test environment: everything `bash scripts/test.sh` needs (Python 3.11, JDK 17
-# and Maven for the real RocketMQ, Node and Go for the stock-client drivers). The broker's own
-# runtime stage and entrypoint arrive with the broker; until then the image runs the test suite.
+# Two images from one file.
+#
+# The broker (stage `broker`): mqnamesrv, mqbroker and mqadmin on a slim Python, nothing else.
+#   docker build --target broker -t sidewinder .
+#   docker network create mq
+#   docker run -d --name namesrv --network mq sidewinder mqnamesrv
+#   docker run -d --name broker --network mq -v sw-store:/home/sidewinder/store \
+#       sidewinder mqbroker -n namesrv:9876 -c /etc/sidewinder/broker.conf
+# (set brokerIP1 in broker.conf to the address clients reach the broker at).
+#
+# The test environment (the default, last stage): everything `bash scripts/test.sh` needs
+# (Python 3.11, JDK 17 and Maven for the real RocketMQ, Node and Go for the stock clients).
 #   docker build -t sidewinder-test . && docker run --rm sidewinder-test
 FROM golang:1.23-bookworm AS go
 
-FROM python:3.11-slim-bookworm
+FROM python:3.11-slim-bookworm AS broker
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONUNBUFFERED=1
+RUN useradd --create-home --uid 10001 --shell /bin/bash sidewinder
+WORKDIR /opt/sidewinder
+COPY pyproject.toml README.md ./
+COPY sidewinder ./sidewinder
+COPY conf/broker.conf /etc/sidewinder/broker.conf
+RUN pip install --no-cache-dir . \
+    && mkdir -p /home/sidewinder/store \
+    && chown sidewinder:sidewinder /home/sidewinder/store
+USER 10001
+WORKDIR /home/sidewinder
+VOLUME ["/home/sidewinder/store"]
+EXPOSE 9876 10909 10911
+CMD ["mqbroker", "-c", "/etc/sidewinder/broker.conf"]
+
+FROM python:3.11-slim-bookworm AS test
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
 # Debian's bookworm packages are the versions this project's machines run; pinning exact
