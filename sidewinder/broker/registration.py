@@ -11,10 +11,10 @@ import structlog
 
 from sidewinder.broker.config import PERM_READ, PERM_WRITE, BrokerConfig
 from sidewinder.broker.topics import TopicTable
-from sidewinder.protocol import body
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import BrokerIdentityHeader, RegisterBrokerRequestHeader
+from sidewinder.protocol.register_body import encode_register_body
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.connection import RemotingError
 
@@ -35,7 +35,10 @@ class Registration:
         if not permission & PERM_WRITE or not permission & PERM_READ:
             for topic in wrapper["topicConfigTable"].values():
                 topic["perm"] &= permission
-        return body.dumps({"filterServerList": [], "topicConfigSerializeWrapper": wrapper}).encode()
+        return encode_register_body(
+            {"filterServerList": [], "topicConfigSerializeWrapper": wrapper},
+            self.config.compressed_register,
+        )
 
     async def register_all(self) -> None:
         """REGISTER_BROKER to every name server at once; failures are logged, not raised."""
@@ -47,7 +50,7 @@ class Registration:
             ha_server_addr=f"{self.config.broker_ip2 or self.config.broker_ip1}:"
             f"{self.config.server.listen_port + 1}",
             broker_id=self.config.broker_id,
-            compressed=False,
+            compressed=self.config.compressed_register,
             body_crc32=zlib.crc32(data) & 0x7FFFFFFF,
         )
         timeout = self.config.register_broker_timeout_mills / 1000

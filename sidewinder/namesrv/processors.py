@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import io
-import struct
 import time
 import zlib
 from typing import Any
@@ -26,6 +24,7 @@ from sidewinder.protocol.headers import (
     RegisterBrokerResponseHeader,
     TopicHeader,
 )
+from sidewinder.protocol.register_body import RegisterBodyError, decode_register_body
 from sidewinder.remoting.dispatch import RequestContext
 
 log = structlog.get_logger(__name__)
@@ -34,53 +33,6 @@ ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 # MQVersion.Version.V4_9_4's ordinal: clients from 4.9.4 on read standard JSON routes.
 STANDARD_JSON_SINCE_VERSION = 402
-
-
-class RegisterBodyError(ValueError):
-    """A REGISTER_BROKER body that does not decode."""
-
-
-def decode_register_body(data: bytes, compressed: bool) -> dict[str, Any]:
-    """RegisterBrokerBody: JSON, or (compressedRegister) RocketMQ's deflated binary form."""
-    if not compressed:
-        try:
-            decoded = body.loads(data) if data else {}
-        except ValueError as exc:
-            raise RegisterBodyError(f"register body is not JSON: {exc}") from None
-        if not isinstance(decoded, dict):
-            raise RegisterBodyError("register body is not an object")
-        return decoded
-    try:
-        stream = io.BytesIO(zlib.decompress(data))
-    except zlib.error as exc:
-        raise RegisterBodyError(f"compressed register body does not inflate: {exc}") from None
-
-    def read(n: int) -> bytes:
-        chunk = stream.read(n)
-        if len(chunk) != n:
-            raise RegisterBodyError("compressed register body is truncated")
-        return chunk
-
-    def read_int() -> int:
-        return int(struct.unpack(">i", read(4))[0])
-
-    data_version = body.loads(read(read_int()))
-    topics = {}
-    for _ in range(read_int()):
-        words = read(read_int()).decode().split(" ")
-        name, read_nums, write_nums, perm = words[0], *map(int, words[1:4])
-        topics[name] = {
-            "topicName": name,
-            "readQueueNums": read_nums,
-            "writeQueueNums": write_nums,
-            "perm": perm,
-            "topicFilterType": words[4] if len(words) > 4 else "SINGLE_TAG",
-        }
-    filters = body.loads(read(read_int())) if stream.tell() < len(stream.getbuffer()) else []
-    return {
-        "topicConfigSerializeWrapper": {"dataVersion": data_version, "topicConfigTable": topics},
-        "filterServerList": filters or [],
-    }
 
 
 class BrokerRegistry:

@@ -111,3 +111,47 @@ def test_a_killed_broker_leaves_the_routes_at_once(tmp_path: Path) -> None:
         broker.kill_broker()
         namesrv.process.signal(signal.SIGTERM)
         assert namesrv.stop() == 0
+
+
+def test_compressed_register_bodies_both_ways(tmp_path: Path) -> None:
+    """compressedRegister=true: a RocketMQ broker's deflated body registers with our name
+    server, and ours with RocketMQ's name server, topics and all."""
+    from interop.sidewinder import SidewinderCluster
+
+    ours_ns = SidewinderNamesrv(tmp_path / "ours-ns").start()
+    theirs = RocketMQCluster(
+        tmp_path / "rocketmq",
+        broker_conf={"namesrvAddr": ours_ns.addr, "compressedRegister": "true"},
+    )
+    ours = SidewinderCluster(
+        tmp_path / "ours",
+        broker_conf={
+            "compressedRegister": "true",
+            "brokerName": "broker-sw",
+            "namesrvAddr": theirs.namesrv_addr,  # RocketMQ's own name server
+        },
+    )
+    try:
+        theirs.start_broker()
+        route = ask(ours_ns.addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"})
+        assert route.code == ResponseCode.SUCCESS, route.remark
+        assert theirs.broker_addr in route.body_bytes.decode()
+
+        theirs.start_namesrv()
+        ours.start_broker()
+        topic = unique("Compressed")
+        create_topic(theirs.namesrv_addr, topic, cluster="DefaultCluster")
+        deadline = time.monotonic() + 30
+        while True:
+            route = ask(theirs.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+            if route.code == ResponseCode.SUCCESS and b"broker-sw" in route.body_bytes:
+                break
+            assert time.monotonic() < deadline, route.remark
+            time.sleep(0.5)
+        data = fastjson.loads(route.body_bytes.decode())
+        (queue_data,) = [q for q in data["queueDatas"] if q["brokerName"] == "broker-sw"]
+        assert queue_data["writeQueueNums"] == 4
+    finally:
+        ours.stop_broker()
+        theirs.stop()
+        ours_ns.stop()
