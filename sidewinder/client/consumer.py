@@ -18,7 +18,6 @@ moves one. Polls use long polling: a queue with nothing new is held by the broke
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 
 from sidewinder.client.membership import CLUSTERING, GroupMember
@@ -33,7 +32,6 @@ from sidewinder.client.pulling import (
 from sidewinder.client.route_cache import ClientError, MessageQueue
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.subscription import Subscription
-from sidewinder.remoting.connection import RemotingError
 
 __all__ = ["PullConsumer", "ReceivedMessage"]
 
@@ -63,7 +61,6 @@ class PullConsumer:
             message_model=message_model,
             consume_from=consume_from,
             instance_name=instance_name,
-            on_change=self._group_changed,
         )
         self.remoting = self.member.remoting
         self.routes = self.member.routes
@@ -76,7 +73,6 @@ class PullConsumer:
         self.heartbeat_interval_s = heartbeat_interval_s
         self.positions: dict[MessageQueue, int] = {}
         self._subscribed = False
-        self._changed = asyncio.Event()
         self._maintainer: asyncio.Task[None] | None = None
         self._last_commit = time.monotonic()
         self._closed = False
@@ -88,7 +84,6 @@ class PullConsumer:
             raise ValueError("this consumer already assigned its queues itself")
         self._subscribed = True
         self.member.subscribe(topic, expression, expression_type)
-        self._changed.set()
 
     def assign(self, queues: list[MessageQueue]) -> None:
         if self._subscribed:
@@ -116,8 +111,17 @@ class PullConsumer:
         """In subscribe mode: join the group and take a share of the queues."""
         if self._subscribed and self._maintainer is None:
             await self.member.heartbeat()
-            await self._rebalance()
-            self._maintainer = asyncio.get_running_loop().create_task(self._maintain())
+            mine = await self.member.my_queues()
+            if mine is not None:
+                await self._apply(mine)
+            self._maintainer = asyncio.get_running_loop().create_task(
+                self.member.maintain(
+                    self._apply,
+                    running=lambda: not self._closed,
+                    rebalance_interval_s=self.rebalance_interval_s,
+                    heartbeat_interval_s=self.heartbeat_interval_s,
+                )
+            )
 
     async def close(self) -> None:
         if self._closed:
@@ -137,30 +141,7 @@ class PullConsumer:
         finally:
             await self.member.close()
 
-    def _group_changed(self) -> None:
-        self._changed.set()
-
-    async def _maintain(self) -> None:
-        last_heartbeat = time.monotonic()
-        while not self._closed:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), self.rebalance_interval_s)
-            self._changed.clear()
-            try:
-                if time.monotonic() - last_heartbeat >= self.heartbeat_interval_s:
-                    await self.member.heartbeat()
-                    last_heartbeat = time.monotonic()
-                await self._rebalance()
-            except (ClientError, RemotingError, OSError):
-                await asyncio.sleep(1)  # the cluster is unreachable for now: try again later
-
-    async def _rebalance(self) -> None:
-        for topic in self.member.subscriptions:
-            await self.routes.route(topic, refresh=True)
-        allocation = await self.member.allocation()
-        if allocation is None:
-            return
-        mine = {q for queues in allocation.values() for q in queues}
+    async def _apply(self, mine: set[MessageQueue]) -> None:
         for queue in set(self.positions) - mine:
             position = self.positions.pop(queue)
             if position >= 0 and self.auto_commit_interval_s is not None:

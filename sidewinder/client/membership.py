@@ -3,16 +3,19 @@ queues are this member's (RocketMQ's RebalanceImpl with AllocateMessageQueueAver
 
 Queues and member ids are both sorted before allocating, exactly as the Java client does, so our
 consumers and stock ones can share a group without overlapping. A broker tells every member
-with NOTIFY_CONSUMER_IDS_CHANGED when the group changes; `on_change` then runs at once.
+with NOTIFY_CONSUMER_IDS_CHANGED when the group changes; `maintain` then rebalances at once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import json
 import os
 import socket
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import structlog
@@ -83,7 +86,6 @@ class GroupMember:
         message_model: str = CLUSTERING,
         consume_from: str = "last",
         instance_name: str | None = None,
-        on_change: Callable[[], None] = lambda: None,
     ) -> None:
         if message_model not in (CLUSTERING, BROADCASTING):
             raise ValueError(f"message_model must be {CLUSTERING} or {BROADCASTING}")
@@ -95,11 +97,10 @@ class GroupMember:
         self.consume_from = consume_from
         self.client_id = new_client_id(instance_name)
         self.subscriptions: dict[str, Subscription] = {}
-        self.on_change = on_change
+        # Set when the group or the subscriptions change: `maintain` rebalances at once.
+        self.changed = asyncio.Event()
         table = ProcessorTable()
-        table.register(
-            _NotifyProcessor(lambda: self.on_change()), RequestCode.NOTIFY_CONSUMER_IDS_CHANGED
-        )
+        table.register(_NotifyProcessor(self.changed.set), RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)
         self.remoting = RemotingClient(table)
         self.routes = RouteCache(self.remoting, [a for a in namesrv_addr.split(";") if a])
         self._brokers: set[str] = set()
@@ -108,6 +109,7 @@ class GroupMember:
         self.subscriptions[topic] = Subscription.of(
             topic, expression, expression_type=expression_type
         )
+        self.changed.set()
 
     def heartbeat_body(self) -> bytes:
         data: dict[str, Any] = {
@@ -183,6 +185,42 @@ class GroupMember:
                 return None
             mine[topic] = allocate_averagely(route.read_queues, members, self.client_id)
         return mine
+
+    async def my_queues(self) -> set[MessageQueue] | None:
+        """This member's queues of every subscribed topic, from fresh routes (None: not yet
+        known to the brokers)."""
+        for topic in self.subscriptions:
+            await self.routes.route(topic, refresh=True)
+        allocation = await self.allocation()
+        if allocation is None:
+            return None
+        return {q for queues in allocation.values() for q in queues}
+
+    async def maintain(
+        self,
+        apply: Callable[[set[MessageQueue]], Awaitable[None]],
+        *,
+        running: Callable[[], bool],
+        rebalance_interval_s: float,
+        heartbeat_interval_s: float,
+    ) -> None:
+        """Until `running()` turns false: rebalance every interval and whenever the group
+        changes, calling `apply(queues)`; heartbeat every `heartbeat_interval_s`."""
+        last_heartbeat = time.monotonic()
+        while running():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), rebalance_interval_s)
+            self.changed.clear()
+            try:
+                if time.monotonic() - last_heartbeat >= heartbeat_interval_s:
+                    await self.heartbeat()
+                    last_heartbeat = time.monotonic()
+                mine = await self.my_queues()
+                if mine is not None and running():
+                    await apply(mine)
+            except (ClientError, RemotingError, OSError) as exc:
+                log.warning("client.rebalance_failed", group=self.group, error=str(exc))
+                await asyncio.sleep(1)  # the cluster is unreachable for now: try again later
 
     async def broker_of(self, queue: MessageQueue) -> str:
         route = await self.routes.route(queue.topic)

@@ -26,7 +26,6 @@ consumed, so a crash redelivers (at least once) rather than skips.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import inspect
 import time
@@ -118,7 +117,6 @@ class PushConsumer:
             message_model=message_model,
             consume_from=consume_from,
             instance_name=instance_name,
-            on_change=self._group_changed,
         )
         self.offsets: OffsetStore = (
             LocalOffsetStore(offset_store_dir, self.member.client_id, group)
@@ -136,7 +134,6 @@ class PushConsumer:
         self.rebalance_interval_s = rebalance_interval_s
         self.heartbeat_interval_s = heartbeat_interval_s
         self.process_queues: dict[MessageQueue, _ProcessQueue] = {}
-        self._changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._consuming: set[asyncio.Task[None]] = set()
         self._slots: asyncio.Semaphore | None = None
@@ -151,7 +148,6 @@ class PushConsumer:
         """Consume `topic`'s messages matching a tag expression (`*`, `A || B`) or SQL92."""
         self.member.subscribe(topic, expression, expression_type)
         self.member.subscriptions[topic].sub_version = int(time.time() * 1000)
-        self._changed.set()
 
     def assignment(self) -> list[MessageQueue]:
         return sorted(self.process_queues)
@@ -174,12 +170,17 @@ class PushConsumer:
             )
         self._running = True
         await self.member.heartbeat()
-        await self._rebalance()
+        mine = await self.member.my_queues()
+        if mine is not None:
+            await self._apply(mine)
         loop = asyncio.get_running_loop()
-        self._tasks = [
-            loop.create_task(self._rebalance_loop()),
-            loop.create_task(self._persist_loop()),
-        ]
+        maintain = self.member.maintain(
+            self._apply,
+            running=lambda: self._running,
+            rebalance_interval_s=self.rebalance_interval_s,
+            heartbeat_interval_s=self.heartbeat_interval_s,
+        )
+        self._tasks = [loop.create_task(maintain), loop.create_task(self._persist_loop())]
 
     async def close(self, *, drain_timeout_s: float = 10.0) -> None:
         """Stop pulling, let running listeners finish, commit offsets, leave the group."""
@@ -205,24 +206,6 @@ class PushConsumer:
             if self._executor is not None:
                 self._executor.shutdown(wait=False, cancel_futures=True)
 
-    def _group_changed(self) -> None:
-        self._changed.set()
-
-    async def _rebalance_loop(self) -> None:
-        last_heartbeat = time.monotonic()
-        while self._running:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), self.rebalance_interval_s)
-            self._changed.clear()
-            try:
-                if time.monotonic() - last_heartbeat >= self.heartbeat_interval_s:
-                    await self.member.heartbeat()
-                    last_heartbeat = time.monotonic()
-                await self._rebalance()
-            except (ClientError, RemotingError, OSError) as exc:
-                log.warning("client.rebalance_failed", group=self.group, error=str(exc))
-                await asyncio.sleep(1)
-
     async def _persist_loop(self) -> None:
         while self._running:
             await asyncio.sleep(self.persist_interval_s)
@@ -235,13 +218,8 @@ class PushConsumer:
         if offsets:
             await self.offsets.persist(offsets)
 
-    async def _rebalance(self) -> None:
-        for topic in self.member.subscriptions:
-            await self.member.routes.route(topic, refresh=True)
-        allocation = await self.member.allocation()
-        if allocation is None:
-            return  # the brokers do not list us yet: keep what we have until they do
-        mine = {q for queues in allocation.values() for q in queues}
+    async def _apply(self, mine: set[MessageQueue]) -> None:
+        """Take the queues newly ours, let go of the ones no longer ours (committing them)."""
         removed = [pq for q, pq in self.process_queues.items() if q not in mine]
         for pq in removed:
             pq.dropped = True
