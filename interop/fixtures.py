@@ -20,6 +20,8 @@ other code (the stamp covers this module, the drivers and the Maven build file).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import json
 import shutil
@@ -28,7 +30,7 @@ import struct
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -436,14 +438,54 @@ GENERATORS: dict[str, Callable[[Path], dict[str, Any]]] = {
 }
 
 
+_GENERATING = threading.Lock()
+
+
 def ensure_fixture(name: str, *, force: bool = False, cache: BenchCache | None = None) -> Path:
-    """The fixture's folder, generated first if it is missing or stale."""
+    """The fixture's folder, generated first if it is missing or stale.
+
+    When one must be generated, every other stale fixture is generated beside it, each on its
+    own RocketMQ: the three take about as long together as the longest alone, and a test run
+    that needs one soon needs the others.
+    """
     cache = cache or bench_cache()
-    final = cache.fixtures / name
-    manifest = final / "manifest.json"
     digest = _source_digest()
-    if not force and manifest.exists() and json.loads(manifest.read_text()).get("digest") == digest:
-        return final
+    if not force and _is_current(cache, name, digest):
+        return cache.fixtures / name
+    with _GENERATING, _cross_process_lock(cache):
+        if force:
+            return _generate(name, cache, digest)
+        names = [n for n in FIXTURE_NAMES if not _is_current(cache, n, digest)]
+        if name not in names:
+            return cache.fixtures / name
+        with ThreadPoolExecutor(len(names)) as pool:
+            futures = {n: pool.submit(_generate, n, cache, digest) for n in names}
+            for other, future in futures.items():
+                if other != name and future.exception() is not None:
+                    # Not this caller's fixture: it is generated again when it is asked for.
+                    print(f"fixture {other} failed beside {name}: {future.exception()!r}")
+            return futures[name].result()
+
+
+@contextlib.contextmanager
+def _cross_process_lock(cache: BenchCache) -> Iterator[None]:
+    """Test workers share the cache: one generates, the others then find the fixtures current."""
+    cache.fixtures.mkdir(parents=True, exist_ok=True)
+    with (cache.fixtures / ".generating.lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _is_current(cache: BenchCache, name: str, digest: str) -> bool:
+    manifest = cache.fixtures / name / "manifest.json"
+    return manifest.exists() and json.loads(manifest.read_text()).get("digest") == digest
+
+
+def _generate(name: str, cache: BenchCache, digest: str) -> Path:
+    final = cache.fixtures / name
     cache.fixtures.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=cache.fixtures))
     started = time.monotonic()

@@ -10,4 +10,7 @@ source scripts/venv.sh test,dev
 .venv/bin/python -m interop.install
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-exec .venv/bin/python -m pytest "$@"
+# Two workers: most of a scenario is waiting on JVMs and clients, and each target kind's
+# scenarios share one worker and its cluster (tests/conftest.py). SIDEWINDER_TEST_WORKERS=0 runs
+# everything in this process.
+exec .venv/bin/python -m pytest -n "${SIDEWINDER_TEST_WORKERS:-2}" --dist loadgroup "$@"

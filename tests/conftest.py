@@ -17,7 +17,9 @@ _names = itertools.count(1)
 
 def unique(prefix: str) -> str:
     """A topic or group name no other test of this session uses."""
-    return f"{prefix}_{next(_names)}"
+    # xdist workers count separately: their worker id keeps the names apart.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return f"{prefix}_{worker}{next(_names)}"
 
 
 # SIDEWINDER_TARGETS=rocketmq (or sidewinder) runs the interop scenarios against one kind only.
@@ -53,3 +55,13 @@ def make_target(target_kind: str, tmp_path: Path) -> Iterator[Callable[..., Clus
     yield make
     for cluster in started:
         cluster.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under xdist (scripts/test.sh runs two workers), every scenario of one target kind goes
+    to one worker, so each worker starts one shared cluster, not both."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        kind = callspec.params.get("target_kind") if callspec is not None else None
+        if kind is not None:
+            item.add_marker(pytest.mark.xdist_group(name=f"target-{kind}"))
