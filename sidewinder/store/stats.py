@@ -7,7 +7,7 @@ keeps a ring of snapshots, from which rates over 10 s, 1 min and 10 min are comp
 from __future__ import annotations
 
 import bisect
-import shutil
+import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -142,13 +142,19 @@ def _sum_rates(a: str, b: str) -> str:
 
 
 def disk_used_ratio(path: Path) -> float:
-    """Used fraction of the partition holding `path` (getDiskPartitionSpaceUsedPercent); -1 if
-    it cannot be read."""
+    """Used fraction of the partition holding `path`, as RocketMQ 4.9's
+    getDiskPartitionSpaceUsedPercent (and `df`) count it: used / (used + usable), rounded up to
+    a whole percent, where the root-reserved blocks count as neither; -1 if it cannot be read."""
     probe = path
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     try:
-        usage = shutil.disk_usage(probe)
+        fs = os.statvfs(probe)
     except OSError:
         return -1.0
-    return (usage.total - usage.free) / usage.total if usage.total else -1.0
+    used = (fs.f_blocks - fs.f_bfree) * fs.f_frsize
+    usable = fs.f_bavail * fs.f_frsize
+    entire = used + usable
+    if fs.f_blocks <= 0 or entire <= 0:
+        return -1.0
+    return -(-used * 100 // entire) / 100

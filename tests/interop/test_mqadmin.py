@@ -58,10 +58,9 @@ def test_consumer_progress_after_a_group_consumed(target: ClusterTarget) -> None
     topic, group = unique("ProgressTopic"), unique("ProgressGroup")
     create_topic(target.namesrv_addr, topic)
     produce(target, "java", topic, 40, group=unique("PG"))
-    # The Java consumer persists its offsets as it shuts down; the table reads them back. The
-    # driver lingers a second so the last message's offset is in its store by then (shutting
-    # down at once races the listener's own offset update, on any broker).
-    consume(target, "java", topic, 40, group=group, linger=1)
+    # The Java consumer commits its offsets every 5 s and (oneway, so a loaded machine can lose
+    # it) as it shuts down: it lingers past one periodic commit; the table reads them back.
+    consume(target, "java", topic, 40, group=group, linger=6)
     out = mqadmin(target.namesrv_addr, "consumerProgress", "-g", group).stdout
     rows = [line.split() for line in out.splitlines() if line.startswith(topic)]
     assert len(rows) == 4, out
