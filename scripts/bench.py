@@ -15,7 +15,8 @@ takes the same load shape: XADD with 128 in flight, XADD one at a time, XREAD CO
 
 TPS, RT p50/p99 (the tool prints only its average RT), broker CPU and RSS are printed side by
 side, with Sidewinder's ratio to RocketMQ, and the issue's targets checked. Everything listens on
-127.0.0.1; every process started is stopped by pid. `--json PATH` keeps the raw rows.
+127.0.0.1; every process started is stopped by pid. `--json PATH` keeps the raw rows. The Redis
+peer needs `.venv/bin/pip install -e '.[bench]'` and `apt-get install redis-server`.
 """
 
 from __future__ import annotations
@@ -160,6 +161,11 @@ def redis_rows(flush: str, seconds: float, workdir: Path) -> list[ref.Row]:
     server = shutil.which("redis-server")
     if server is None:
         ref.log("redis-server is not installed (apt-get install redis-server): no Redis rows")
+        return []
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        ref.log("the redis library is missing (pip install -e '.[bench]'): no Redis rows")
         return []
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port_block()
