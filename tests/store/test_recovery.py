@@ -162,9 +162,16 @@ def test_the_checkpoint_follows_flushes_while_running(tmp_path: Path) -> None:
         for n in range(50):
             now[0] = BASE_MS + n
             await store.put_message(message("R", 0, n))
-        for _ in range(300):
+        # Each timestamp moves with its own flush (CommitLog, then queues and index), on its own
+        # timer: wait for all three, not for whichever comes first.
+        for _ in range(500):
             on_disk = StoreCheckpoint.open(tmp_path / "checkpoint")
-            if on_disk.logics_msg_timestamp == BASE_MS + 49:
+            stamps = (
+                on_disk.physic_msg_timestamp,
+                on_disk.logics_msg_timestamp,
+                on_disk.index_msg_timestamp,
+            )
+            if stamps == (BASE_MS + 49,) * 3:
                 break
             await asyncio.sleep(0.01)
         assert on_disk.physic_msg_timestamp == BASE_MS + 49
