@@ -132,7 +132,7 @@ class GroupMember:
         """HEART_BEAT to every master serving a subscribed topic; unreachable ones are skipped."""
         addresses: set[str] = set()
         for topic in self.subscriptions:
-            route = await self.routes.route(topic, refresh=True)
+            route = await self.routes.route(topic)  # my_queues refreshes it every rebalance
             if route is not None:
                 addresses.update(a for name in route.brokers if (a := route.master(name)))
         self._brokers |= addresses

@@ -63,18 +63,21 @@ class LocalOffsetStore:
             for key, value in parsed or []
         }
 
-    async def read(self, queue: MessageQueue) -> int:
+    async def _loaded(self) -> dict[MessageQueue, int]:
+        """The table, read from the file (off the loop) the first time it is needed."""
         if self._table is None:
             self._table = await asyncio.get_running_loop().run_in_executor(None, self._load)
-        return self._table.get(queue, -1)
+        return self._table
+
+    async def read(self, queue: MessageQueue) -> int:
+        return (await self._loaded()).get(queue, -1)
 
     async def persist(self, offsets: dict[MessageQueue, int]) -> None:
-        if self._table is None:
-            self._table = await asyncio.get_running_loop().run_in_executor(None, self._load)
-        self._table.update(offsets)
+        known = await self._loaded()
+        known.update(offsets)
         table = {
             body.ObjectKey(brokerName=q.broker_name, queueId=q.queue_id, topic=q.topic): offset
-            for q, offset in sorted(self._table.items())
+            for q, offset in sorted(known.items())
         }
         text = body.dumps({"offsetTable": table})
         await asyncio.get_running_loop().run_in_executor(None, write_atomic, self.path, text)
