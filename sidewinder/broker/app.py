@@ -61,7 +61,14 @@ class BrokerApp:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         config_dir = config.store.store_path_root_dir / "config"
-        self.store = MessageStore(config.store, store_host=host_of(config.broker_addr))
+        self.store = MessageStore(
+            config.store,
+            store_host=host_of(config.broker_addr),
+            owner=(
+                f"broker {config.broker_name} of cluster {config.broker_cluster_name} "
+                f"at {config.broker_addr}"
+            ),
+        )
         self.topics = TopicTable(config, config_dir)
         self.groups = SubscriptionGroups(
             config_dir, auto_create=config.auto_create_subscription_group

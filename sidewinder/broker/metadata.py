@@ -11,8 +11,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from sidewinder.common.fileio import read_with_backup, write_atomic
 from sidewinder.protocol import body
+
+log = structlog.get_logger(__name__)
 
 
 class DataVersion:
@@ -44,5 +48,12 @@ class JsonTable:
     def load_json(self) -> Any:
         return read_with_backup(self.path, body.loads)
 
-    def persist_json(self, value: Any) -> None:
-        write_atomic(self.path, body.dumps(value))
+    def persist_json(self, value: Any) -> bool:
+        """Write the table; False (logged) when the disk refused, the previous file kept, as
+        RocketMQ's ConfigManager.persist logs and goes on. The next change or timer retries."""
+        try:
+            write_atomic(self.path, body.dumps(value))
+        except OSError as exc:
+            log.error("broker.metadata_not_saved", path=str(self.path), error=str(exc))
+            return False
+        return True

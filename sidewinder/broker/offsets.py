@@ -28,7 +28,8 @@ class ConsumerOffsets:
         """Write consumerOffset.json (integer queue ids as fastjson writes them). Blocking."""
         self.dirty = False
         snapshot = {key: dict(queues) for key, queues in self.table.items()}
-        self.file.persist_json({"offsetTable": snapshot})
+        if not self.file.persist_json({"offsetTable": snapshot}):
+            self.dirty = True  # the disk refused: the next timer tries again
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         self.table.setdefault(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {})[queue_id] = offset

@@ -41,8 +41,12 @@ def write_atomic(path: Path, content: str | bytes) -> None:
         while view:
             view = view[os.write(fd, view) :]
         os.fsync(fd)
-    finally:
+    except BaseException:
+        # A full disk (ENOSPC) stops here: the previous file stays, the partial one goes.
         os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
     if path.exists():
         # Keep the last good version: a hard link is atomic and leaves `path` in place.
         bak = path.with_name(path.name + ".bak")

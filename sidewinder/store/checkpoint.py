@@ -4,14 +4,22 @@
 
 Abnormal recovery starts from the CommitLog segment whose first message is no newer than the
 minimum of these. Writes go through pwrite + fdatasync (a blocking call: run it in an executor).
+The file is made whole (a full page, its block allocated) under a temporary name and renamed,
+so a full disk leaves either no checkpoint or the last good one, never a short file; a write
+that fails for space keeps the last one and says so (recovery only starts earlier for it).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger(__name__)
 
 PAGE = 4096
 _LAYOUT = struct.Struct(">qqq")
@@ -34,7 +42,10 @@ class StoreCheckpoint:
             return cls(path)
         data = path.read_bytes()
         if len(data) < _LAYOUT.size:
-            raise ValueError(f"{path} holds {len(data)} bytes; a checkpoint needs {_LAYOUT.size}")
+            # Older versions could leave one empty on a full disk. Zeros make recovery walk
+            # the whole CommitLog: slower, never wrong.
+            log.warning("store.checkpoint_short", path=str(path), size=len(data))
+            return cls(path)
         return cls(path, *_LAYOUT.unpack_from(data))
 
     def min_timestamp(self, *, index_safe: bool = False) -> int:
@@ -50,10 +61,42 @@ class StoreCheckpoint:
         _LAYOUT.pack_into(
             page, 0, self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp
         )
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
+            self._write(page)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            log.error("store.checkpoint_not_written", path=str(self.path), error=str(exc))
+
+    def _write(self, page: bytes | bytearray) -> None:
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            self._create(page)
+            return
+        try:
+            if os.fstat(fd).st_size < PAGE:
+                os.close(fd)
+                fd = -1
+                self._create(page)
+                return
             # One page, rewritten in place: it fits in one sector write, as RocketMQ's mmap does.
             os.pwrite(fd, page, 0)
             os.fdatasync(fd)
         finally:
+            if fd >= 0:
+                os.close(fd)
+
+    def _create(self, page: bytes | bytearray) -> None:
+        creating = self.path.with_name(self.path.name + ".creating")
+        fd = os.open(creating, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.posix_fallocate(fd, 0, PAGE)
+            os.pwrite(fd, page, 0)
+            os.fdatasync(fd)
+        except BaseException:
             os.close(fd)
+            creating.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        os.rename(creating, self.path)

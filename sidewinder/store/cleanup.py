@@ -6,7 +6,8 @@ RocketMQ's CleanCommitLogService and CleanConsumeQueueService, every `cleanResou
   newest go, expired or not, when it is more than 85 % full (`cleanFileForciblyEnable`). At
   most 10 segments a round; the newest segment never goes.
 - Above 90 % the store refuses puts (SERVICE_NOT_AVAILABLE, which the broker answers with code
-  14) until the disk drops below that again.
+  14) until the disk drops below that again (disk_space.py). A store file that could not be
+  allocated since the last round counts as that too: the disk is full for what comes next.
 - Then ConsumeQueue files whose entries all point below the CommitLog's new minimum, and index
   files likewise, go; each queue's minimum moves to its first entry still readable.
 
@@ -27,6 +28,7 @@ import structlog
 
 from sidewinder.store.commit_log import CommitLog
 from sidewinder.store.config import StoreConfig
+from sidewinder.store.disk_space import DiskSpace
 from sidewinder.store.dispatch import ConsumeQueueTable
 from sidewinder.store.index_file import IndexFile
 from sidewinder.store.index_service import IndexService
@@ -35,7 +37,6 @@ from sidewinder.store.stats import disk_used_ratio
 
 log = structlog.get_logger(__name__)
 
-DISK_FULL_RATIO = 0.90  # RocketMQ's diskSpaceWarningLevelRatio
 DISK_CLEAN_FORCIBLY_RATIO = 0.85  # diskSpaceCleanForciblyRatio
 DELETE_FILES_BATCH_MAX = 10
 MANUAL_DELETE_ROUNDS = 20
@@ -64,6 +65,7 @@ class Cleanup:
         *,
         file_executor: Executor,
         queue_executor: Executor,
+        disk: DiskSpace | None = None,
         disk_usage: DiskUsage = disk_used_ratio,
         now: Callable[[], float] = time.time,
     ) -> None:
@@ -78,11 +80,14 @@ class Cleanup:
         self.disk_usage = disk_usage  # a probe tests may swap
         self._now = now
         self.hours = {int(h) for h in config.delete_when.split(";")}
-        self.disk_full = False
-        self.disk_full_remark = ""
+        self.disk = disk or DiskSpace()
         self.manual_rounds = 0
         self._retired: list[MappedFile | IndexFile] = []
         self._last_min_phy = -1
+
+    @property
+    def disk_full(self) -> bool:
+        return self.disk.full_by_ratio
 
     def delete_files_manually(self) -> None:
         """mqadmin deleteExpiredCommitLog: expired segments go now, whatever the hour."""
@@ -104,6 +109,10 @@ class Cleanup:
         space_to_free = any(
             not 0 <= ratio <= limit for ratio in (done.commit_log_ratio, done.queue_ratio)
         )
+        if self.disk.space_wanted:
+            # A file could not be allocated: the disk is full for what comes next.
+            self.disk.space_wanted = False
+            space_to_free = clean_at_once = True
         time_to_delete = time.localtime(self._now()).tm_hour in self.hours
         manual = self.manual_rounds > 0
         if time_to_delete or space_to_free or manual:
@@ -149,18 +158,7 @@ class Cleanup:
     def _judge_disk(self, commit_log_ratio: float, queue_ratio: float) -> bool:
         """Set or clear the disk-full refusal; True when files must go whatever their age."""
         ratio = max(commit_log_ratio, queue_ratio)
-        if ratio > DISK_FULL_RATIO:
-            if not self.disk_full:
-                log.error("store.disk_full", used_ratio=round(ratio, 3), refusing_puts=True)
-            self.disk_full = True
-            self.disk_full_remark = (
-                f"the store's disk is full: {ratio:.0%} used, above {DISK_FULL_RATIO:.0%}"
-            )
-            return True
-        if self.disk_full:
-            log.info("store.disk_ok", used_ratio=round(ratio, 3))
-        self.disk_full = False
-        self.disk_full_remark = ""
+        self.disk.judge_ratio(ratio)
         return ratio > DISK_CLEAN_FORCIBLY_RATIO
 
     def _clean_queues(self, min_phy: int) -> tuple[list[MappedFile], list[IndexFile]]:

@@ -348,7 +348,7 @@ class CommitLog:
     def _valid_prefix(self, segment: MappedFile, check_crc: bool) -> int:
         """Bytes of `segment` holding valid records (its size when a blank record ends it)."""
         position = 0
-        view = segment.buffer
+        view = segment.buffer[: segment.data_end]
         base = segment.file_from_offset
         offsets = self._recovered_offsets
         while True:

@@ -90,7 +90,8 @@ class ConsumeQueue:
         """Set the end after the last written entry (the files' positions start at 0)."""
         end = self.files.min_offset
         for segment in self.files.files:
-            written = sum(1 for _ in iter_entries(segment.buffer, 0)) * CQ_ENTRY_SIZE
+            readable = segment.buffer[: segment.data_end]
+            written = sum(1 for _ in iter_entries(readable, 0)) * CQ_ENTRY_SIZE
             end = segment.file_from_offset + written
             if written < segment.size:
                 break

@@ -7,6 +7,11 @@
 
 Entry number 0 is never used (indexCount starts at 1), so 0 ends every chain. A key is
 `topic#key` for each word of KEYS and for UNIQ_KEY; its hash is abs(String.hashCode()).
+
+Blocks: the header and slots (written anywhere) are allocated when the file is made; entries
+(written in order) a step at a time, ahead of the next one. A full disk then fails an
+allocation (DiskFullError) instead of a write into a page with no block (SIGBUS), and a fresh
+broker does not take its whole index file (420 MB by default) from the disk at once.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sidewinder.protocol.message import java_string_hash
-from sidewinder.store.mapped_file import MappedFile
+from sidewinder.store.mapped_file import DiskFullError, MappedFile
 
 INDEX_HEADER = struct.Struct(">qqqqii")
 INDEX_HEADER_SIZE = INDEX_HEADER.size  # 40
@@ -25,6 +30,7 @@ HASH_SLOT_SIZE = 4
 INDEX_ENTRY = struct.Struct(">iqii")
 INDEX_ENTRY_SIZE = INDEX_ENTRY.size  # 20
 _SLOT = struct.Struct(">i")
+ALLOCATION_STEP = 1 << 20  # entry bytes allocated ahead at a time
 
 
 def index_key(topic: str, key: str) -> str:
@@ -132,7 +138,13 @@ class IndexFile:
         self.path = path
         self.max_index_num = max_index_num
         fresh = not path.exists()
-        self.file = MappedFile(path, index_file_size(hash_slot_num, max_index_num))
+        entries_at = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
+        self.file = MappedFile(
+            path,
+            index_file_size(hash_slot_num, max_index_num),
+            allocate_on_create=entries_at + ALLOCATION_STEP,
+        )
+        self._slots_end = entries_at
         self.view = IndexFileView(self.file.buffer, hash_slot_num)
         h = self.view.header
         self.begin_timestamp, self.end_timestamp = h.begin_timestamp, h.end_timestamp
@@ -147,6 +159,18 @@ class IndexFile:
                 self.begin_timestamp = self.end_timestamp = end_timestamp
             self._write_header()
 
+    def slots_readable(self) -> bool:
+        """Whether lookups may read the slots. A file found on disk may be sparse (RocketMQ's
+        are); on tmpfs a read of a hole takes a block, a SIGBUS on a full disk, so its slots
+        are allocated first, and the file is skipped while there is no room. Blocking."""
+        if self.file.allocated_to >= self._slots_end:
+            return True
+        try:
+            self.file.ensure_allocated(self._slots_end)
+        except DiskFullError:
+            return False
+        return True
+
     @property
     def is_full(self) -> bool:
         return self.index_count >= self.max_index_num
@@ -155,6 +179,14 @@ class IndexFile:
         """Add one key; False when the file is full."""
         if self.is_full:
             return False
+        entry_at = (
+            INDEX_HEADER_SIZE
+            + self.view.hash_slot_num * HASH_SLOT_SIZE
+            + self.index_count * INDEX_ENTRY_SIZE
+        )
+        if entry_at + INDEX_ENTRY_SIZE > self.file.allocated_to:
+            # Before any write of this key: DiskFullError leaves the file as it was.
+            self.file.ensure_allocated(entry_at + INDEX_ENTRY_SIZE + ALLOCATION_STEP)
         key_hash = index_key_hash(key)
         slot_at = INDEX_HEADER_SIZE + (key_hash % self.view.hash_slot_num) * HASH_SLOT_SIZE
         (previous,) = _SLOT.unpack_from(self.file.buffer, slot_at)
@@ -165,11 +197,6 @@ class IndexFile:
             time_diff = 0
         else:
             time_diff = min(max((store_timestamp - self.begin_timestamp) // 1000, 0), 0x7FFFFFFF)
-        entry_at = (
-            INDEX_HEADER_SIZE
-            + self.view.hash_slot_num * HASH_SLOT_SIZE
-            + self.index_count * INDEX_ENTRY_SIZE
-        )
         INDEX_ENTRY.pack_into(self.file.buffer, entry_at, key_hash, phy_offset, time_diff, previous)
         _SLOT.pack_into(self.file.buffer, slot_at, self.index_count)
         if self.index_count <= 1:

@@ -104,6 +104,8 @@ class IndexService:
         for index in reversed(self.files):
             if len(found) >= max_count:
                 break
+            if not index.slots_readable():
+                continue  # a sparse file on a full disk: unreadable until there is room
             found += index.view.lookup(
                 index_key(topic, key), begin_ms, end_ms, max_count - len(found)
             )

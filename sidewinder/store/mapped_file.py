@@ -1,14 +1,18 @@
 """One fixed-size store file, memory-mapped read-write and named by its first global offset.
 
-The file is created at its full size at once (sparse, as RocketMQ's setLength makes it), so a
-segment's size on disk is always the configured one. `flush()` is `os.fdatasync` on the file:
-it writes back pages dirtied through the map without holding the GIL, so callers run it in an
-executor thread; the event loop never calls it.
+The file is created at its full size at once, so a segment's size on disk is always the
+configured one. Its blocks are allocated (`posix_fallocate`) before it is mapped: a store write
+into a page with no block behind it would be a SIGBUS on a full disk, killing the process,
+where an allocation that fails is an error the store can answer ("disk full"). A file found on
+disk (RocketMQ makes them sparse) is allocated before its first write, by `ensure_allocated`.
+`flush()` is `os.fdatasync` on the file: it writes back pages dirtied through the map without
+holding the GIL, so callers run it in an executor thread; the event loop never calls it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import mmap
 import os
 from collections.abc import Callable
@@ -21,15 +25,42 @@ class StoreFileError(OSError):
     """A store file that cannot be used as it is; the message names it."""
 
 
+class DiskFullError(StoreFileError):
+    """No room on the disk for a store file's blocks; the message names the file."""
+
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def allocate(fd: int, offset: int, length: int, path: Path) -> None:
+    """Give `length` bytes of the file from `offset` real blocks, or raise DiskFullError."""
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as exc:
+        if exc.errno in _NO_SPACE:
+            raise DiskFullError(
+                exc.errno, f"disk full: no room for {length} bytes of {path}", str(path)
+            ) from None
+        raise
+
+
 class MappedFile:
-    def __init__(self, path: Path, size: int) -> None:
+    def __init__(self, path: Path, size: int, *, allocate_on_create: int | None = None) -> None:
+        """Map `path`, creating it at `size` when missing with the first `allocate_on_create`
+        bytes allocated (default: all; a writer that fills a file in order may allocate the
+        rest as it goes, with `ensure_allocated`)."""
         self.path = path
         self.size = size
         if not path.name.isdigit():
             raise StoreFileError(f"{path}: a store file is named by its 20-digit offset")
         self.file_from_offset = int(path.name)
+        # Blocks are allocated up to here; a file found on disk may be sparse (RocketMQ's are).
+        self.allocated_to = 0
         if not path.exists():
-            _create_sized(path, size)
+            self.allocated_to = (
+                size if allocate_on_create is None else min(allocate_on_create, size)
+            )
+            _create_sized(path, size, self.allocated_to)
         self._fd = os.open(path, os.O_RDWR)
         try:
             actual = os.fstat(self._fd).st_size
@@ -40,6 +71,9 @@ class MappedFile:
             os.close(self._fd)
             raise
         self.buffer = memoryview(self._map)
+        # Recovery reads no further: past it a sparse file has holes, and on tmpfs even a read
+        # of a hole takes a block (a SIGBUS when the disk is full). See allocate_or_bound.
+        self.data_end = size
         # Appends go to `write_buffer`: the map itself, or a TransientStorePool buffer whose
         # bytes reach the file only when committed. Readers see the committed part only.
         self.write_buffer = self.buffer
@@ -47,6 +81,25 @@ class MappedFile:
         self.wrote_position = 0
         self.committed_position = 0
         self.flushed_position = 0
+
+    def ensure_allocated(self, end: int | None = None) -> None:
+        """Allocate the blocks of `[0, end)` (default: the whole file) before writing there;
+        DiskFullError when the disk has no room. A no-op once done. Blocking (briefly)."""
+        end = self.size if end is None else min(end, self.size)
+        if end > self.allocated_to:
+            allocate(self._fd, self.allocated_to, end - self.allocated_to, self.path)
+            self.allocated_to = end
+
+    def allocate_or_bound(self) -> bool:
+        """For a file found on disk (perhaps sparse): allocate it whole, or, when the disk has
+        no room, bound recovery's reads at its first hole (nothing was written there). Blocking."""
+        try:
+            self.ensure_allocated()
+        except DiskFullError:
+            with contextlib.suppress(OSError):
+                self.data_end = os.lseek(self._fd, 0, os.SEEK_HOLE)
+            return False
+        return True
 
     def use_pool_buffer(self, buffer: memoryview, give_back: Callable[[memoryview], None]) -> None:
         """Write through `buffer` (a pooled one of this file's size) until the file is full."""
@@ -149,13 +202,19 @@ class MappedFile:
         return f"MappedFile({self.path.name}, wrote={self.wrote_position}/{self.size})"
 
 
-def _create_sized(path: Path, size: int) -> None:
-    """Create a store file at its full size atomically: a crash between creating and sizing
-    it must not leave a short file under the real name (loaders skip the temporary name)."""
+def _create_sized(path: Path, size: int, allocated: int) -> None:
+    """Create a store file at its full size, its blocks allocated, atomically: a crash between
+    creating and sizing it must not leave a short file under the real name (loaders skip the
+    temporary name), and a file the disk has no room for is not left at all."""
     creating = path.with_name(path.name + ".creating")
     fd = os.open(creating, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.ftruncate(fd, size)
-    finally:
+        if allocated:
+            allocate(fd, 0, allocated, path)
+    except BaseException:
         os.close(fd)
+        creating.unlink(missing_ok=True)
+        raise
+    os.close(fd)
     os.rename(creating, path)

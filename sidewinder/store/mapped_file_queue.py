@@ -4,34 +4,53 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from pathlib import Path
 
-from sidewinder.store.mapped_file import MappedFile, StoreFileError
+from sidewinder.store.mapped_file import DiskFullError, MappedFile, StoreFileError
 from sidewinder.store.transient_pool import TransientStorePool
 
 _ZEROS = bytes(1 << 20)
+_PAGE = 4096
 
 
 def zero_tail(buffer: memoryview, start: int, quiet_window: int | None = None) -> None:
-    """Zero `buffer[start:]` where it is not already zero.
+    """Zero `buffer[start:]` (a whole file's map) where it is not already zero.
 
     After a torn tail is cut, the stale records beyond the cut must not survive: an append of a
     different size would leave them to be read back as valid by the next recovery. Stale bytes
     are one contiguous run of records, none longer than the largest message, so once
     `quiet_window` bytes in a row are zero nothing further can be stale: the scan stops there
     instead of faulting in the rest of a large sparse segment.
+
+    Only pages that hold bytes are written: a page reading as zeros may be a hole of a sparse
+    file, and writing it would need a block the disk may not have (a SIGBUS when it is full).
     """
     quiet = 0
-    for chunk_start in range(start, len(buffer), len(_ZEROS)):
-        chunk = buffer[chunk_start : chunk_start + len(_ZEROS)]
+    chunk_start = start
+    while chunk_start < len(buffer):
+        # Chunks end on page boundaries, so each page is judged whole.
+        chunk_end = min((chunk_start // _PAGE + len(_ZEROS) // _PAGE) * _PAGE, len(buffer))
+        chunk = buffer[chunk_start:chunk_end]
         if chunk != _ZEROS[: len(chunk)]:
-            chunk[:] = _ZEROS[: len(chunk)]
+            _zero_written_pages(buffer, chunk_start, chunk_end)
             quiet = 0
         else:
             quiet += len(chunk)
             if quiet_window is not None and quiet > quiet_window:
                 return
+        chunk_start = chunk_end
+
+
+def _zero_written_pages(buffer: memoryview, start: int, end: int) -> None:
+    at = start
+    while at < end:
+        page_end = min((at // _PAGE + 1) * _PAGE, end)
+        page = buffer[at:page_end]
+        if page != _ZEROS[: len(page)]:
+            page[:] = _ZEROS[: len(page)]
+        at = page_end
 
 
 class MappedFileQueue:
@@ -49,6 +68,9 @@ class MappedFileQueue:
         self._allocator: Executor | None = None
         self._warm_sync_every = -1  # -1: no warming; 0: warm without syncing
         self._next: tuple[int, Future[MappedFile]] | None = None
+        # Asked before each new segment is made (with its size); raises DiskFullError to
+        # refuse it. The store's disk check: a new segment must not fill the disk.
+        self.before_create: Callable[[int], None] | None = None
 
     def preallocate(self, executor: Executor, *, warm: bool, sync_every_bytes: int = 0) -> None:
         """Create each next segment ahead of need on `executor` (AllocateMappedFileService)."""
@@ -74,7 +96,7 @@ class MappedFileQueue:
             self._next[1].result()
 
     def _make(self, offset: int) -> MappedFile:
-        made = MappedFile(self.directory / MappedFile.name_for(offset), self.file_size)
+        made = self._make_now(offset)
         if self._warm_sync_every >= 0:
             made.warm(sync_every_bytes=self._warm_sync_every)
         return made
@@ -84,11 +106,15 @@ class MappedFileQueue:
             return None
         prepared_offset, future = self._next
         self._next = None
+        try:
+            # Normally long done: a segment takes far longer to fill than to make.
+            prepared = future.result()
+        except DiskFullError:
+            return None  # the caller tries once more, and says "disk full" if that fails too
         if prepared_offset != offset:
-            future.result().destroy()  # made for an offset no longer wanted
+            prepared.destroy()  # made for an offset no longer wanted
             return None
-        # Normally long done: a segment takes far longer to fill than to make.
-        return future.result()
+        return prepared
 
     def load(self) -> None:
         """Map the existing segments in offset order; they must be contiguous and full-size.
@@ -108,6 +134,9 @@ class MappedFileQueue:
                 )
             self.files.append(MappedFile(path, self.file_size))
             expected = offset + self.file_size
+        if self.files:
+            # The one file with room left: recovery reads past its data and appends go there.
+            self.files[-1].allocate_or_bound()
 
     @property
     def last_file(self) -> MappedFile | None:
@@ -117,14 +146,13 @@ class MappedFileQueue:
         """The segment appends go to, creating the first or the next one as needed."""
         last = self.last_file
         if last is not None and not last.is_full:
+            last.ensure_allocated()  # loaded from disk, perhaps sparse; DiskFullError if so
             return last
         offset = start_offset if last is None else last.file_from_offset + self.file_size
         if offset % self.file_size:
             raise StoreFileError(f"segment offset {offset} is not a multiple of {self.file_size}")
         self.directory.mkdir(parents=True, exist_ok=True)
-        created = self._take_prepared(offset) or MappedFile(
-            self.directory / MappedFile.name_for(offset), self.file_size
-        )
+        created = self._take_prepared(offset) or self._make_now(offset)
         if self._allocator is not None:
             following = offset + self.file_size
             self._next = (following, self._allocator.submit(self._make, following))
@@ -136,6 +164,12 @@ class MappedFileQueue:
                     self._pooled = [*self._pooled, created]
         self.files.append(created)
         return created
+
+    def _make_now(self, offset: int) -> MappedFile:
+        path = self.directory / MappedFile.name_for(offset)
+        if self.before_create is not None and not path.exists():
+            self.before_create(self.file_size)
+        return MappedFile(path, self.file_size)
 
     def find(self, offset: int) -> MappedFile | None:
         """The segment holding global `offset`, if any (segments are contiguous)."""
@@ -197,8 +231,8 @@ class MappedFileQueue:
                 continue
             position = min(end_offset - f.file_from_offset, self.file_size)
             f.wrote_position = f.committed_position = f.flushed_position = position
-            if position < self.file_size:
-                zero_tail(f.buffer, position, quiet_window)
+            if position < f.data_end:
+                zero_tail(f.buffer[: f.data_end], position, quiet_window)
 
     def flush(self) -> int:
         """fdatasync every segment with unflushed bytes; returns the flushed offset. Blocking."""

@@ -31,12 +31,14 @@ from sidewinder.store.cleanup import Cleanup
 from sidewinder.store.commit_log import AppendResult, AppendStatus, CommitLog
 from sidewinder.store.config import BrokerRole, FlushDiskType, StoreConfig
 from sidewinder.store.consume_queue import CQ_ENTRY_SIZE, CQEntry
+from sidewinder.store.disk_space import ALLOCATION_RETRY_S, DiskSpace
 from sidewinder.store.dispatch import ConsumeQueueTable, Dispatcher, parse_delay_levels
 from sidewinder.store.flush import FlushError, GroupCommit, PeriodicFlush
 from sidewinder.store.index_service import IndexService
+from sidewinder.store.mapped_file import DiskFullError
 from sidewinder.store.recovery import RecoveryReport, recover
 from sidewinder.store.reput import Reput
-from sidewinder.store.run_markers import RunMarkers
+from sidewinder.store.run_markers import CommitLogDirLock, RunMarkers
 from sidewinder.store.stats import StoreStats, disk_used_ratio
 from sidewinder.store.transient_pool import TransientStorePool
 
@@ -93,12 +95,17 @@ class MessageStore:
         config: StoreConfig,
         *,
         store_host: Host,
+        owner: str = "a store",
         clock: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
+        """`owner` names this store to another that finds its CommitLog directory taken."""
         self.config = config
         self.clock = clock  # milliseconds: every record's STORETIMESTAMP
         root = config.store_path_root_dir
         self.markers = RunMarkers(root)
+        self.commit_log_lock = CommitLogDirLock(
+            config.store_path_commit_log, f"{owner} (storePathRootDir {root})"
+        )
         self.sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         # RocketMQ uses the pool only for an ASYNC_FLUSH master, and ignores it otherwise.
         self.pool = (
@@ -139,6 +146,13 @@ class MessageStore:
             if self.sync_flush
             else 0,
         )
+        self.disk = DiskSpace()
+        self.commit_log.files.before_create = lambda size: self.disk.check_room(
+            config.store_path_commit_log, size
+        )
+        # After a recovery that could not finish dispatching (a full disk), puts wait until
+        # dispatch catches up: only complete ConsumeQueues give the next queue offsets.
+        self._queue_offsets_pending = False
         self._dispatch_wakeup = asyncio.Event()
         self.group_commit = GroupCommit(
             self._flush_commit_log,
@@ -183,6 +197,7 @@ class MessageStore:
             self.index,
             file_executor=self._flush_executor,
             queue_executor=self._dispatch_executor,
+            disk=self.disk,
         )
         self._cleanup_task: asyncio.Task[None] | None = None
         self._dispatch_task: asyncio.Task[None] | None = None
@@ -196,6 +211,12 @@ class MessageStore:
         loop = asyncio.get_running_loop()
         self.crashed_last_time = self.markers.acquire()
         try:
+            self.commit_log_lock.acquire()
+        except BaseException:
+            self.markers.release()
+            raise
+        self._say_where_the_commit_log_is()
+        try:
             await loop.run_in_executor(self._dispatch_executor, self._load_and_recover)
         except BaseException:
             self.commit_log.close()
@@ -205,9 +226,13 @@ class MessageStore:
             self._flush_executor.shutdown()
             self._dispatch_executor.shutdown()
             self._allocate_executor.shutdown()
+            self.commit_log_lock.release()
             self.markers.release()
             raise
         self.group_commit.flushed_offset = self.commit_log.max_offset
+        assert self.recovery is not None
+        self._queue_offsets_pending = not self.recovery.dispatched_all
+        await loop.run_in_executor(self._flush_executor, self._check_disk_at_start)
         self.commit_log.files.prepare_next()
         if self.sync_flush:
             self.group_commit.start()
@@ -222,6 +247,18 @@ class MessageStore:
         self.running = True
         self._dispatch_wakeup.set()
 
+    def _say_where_the_commit_log_is(self) -> None:
+        root = self.config.store_path_root_dir.resolve()
+        commit_log = self.config.store_path_commit_log.resolve()
+        log.info("store.commitlog", path=str(commit_log), store_path_root_dir=str(root))
+        if not commit_log.is_relative_to(root):
+            log.warning(
+                "store.commitlog_outside_root",
+                path=str(commit_log),
+                store_path_root_dir=str(root),
+                hint="set storePathCommitLog to give each broker its own CommitLog",
+            )
+
     def _load_and_recover(self) -> None:
         self.checkpoint = StoreCheckpoint.open(self.checkpoint.path)
         self.recovery = recover(
@@ -234,6 +271,20 @@ class MessageStore:
             check_crc=self.config.check_crc_on_recover,
             index_safe=self.config.message_index_enable and self.config.message_index_safe,
         )
+
+    def _check_disk_at_start(self) -> None:
+        """Say at once when the store starts on a full disk (it serves reads, refuses puts).
+        Blocking."""
+        ratio = max(
+            disk_used_ratio(self.config.store_path_commit_log), disk_used_ratio(self.queues.root)
+        )
+        self.disk.judge_ratio(ratio)
+        last = self.commit_log.files.last_file
+        if last is not None and not last.is_full:
+            try:
+                last.ensure_allocated()  # perhaps sparse: RocketMQ's are, and older ours
+            except DiskFullError as exc:
+                self.disk.allocation_failed(exc)
 
     async def shutdown(self) -> None:
         if not self.running:
@@ -254,6 +305,7 @@ class MessageStore:
         self._flush_executor.shutdown()
         self._dispatch_executor.shutdown()
         self._allocate_executor.shutdown()
+        self.commit_log_lock.release()
         self.markers.release()
 
     def _close_files(self) -> None:
@@ -306,10 +358,17 @@ class MessageStore:
         failure = self._write_failure()
         if failure:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=failure)
-        if isinstance(messages, MessageToStore):
-            append = self.commit_log.put(messages, self.clock())
-        else:
-            append = self.commit_log.put_batch(messages, self.clock())
+        try:
+            if isinstance(messages, MessageToStore):
+                append = self.commit_log.put(messages, self.clock())
+            else:
+                append = self.commit_log.put_batch(messages, self.clock())
+        except DiskFullError as exc:
+            # No segment to write to: a refusal the producer can retry elsewhere, not a crash.
+            remark = self.disk.allocation_failed(exc)
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=remark)
+        if self.disk.allocation_remark:
+            self.disk.allocation_succeeded()  # space is back
         if append.status is AppendStatus.MESSAGE_ILLEGAL:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, append, append.remark)
         if self.sync_flush:
@@ -350,9 +409,12 @@ class MessageStore:
             return f"the store is read-only after a disk error: {error}"
         if self.dispatch_error is not None:
             return f"the store stopped dispatching: {self.dispatch_error}"
-        if self.cleanup.disk_full:
-            return self.cleanup.disk_full_remark
-        return ""
+        blocked = self.reput.blocked
+        if blocked is not None:
+            return f"disk full: messages are stored but cannot be dispatched: {blocked}"
+        if self._queue_offsets_pending:
+            return "disk full: recovery has not finished writing the ConsumeQueues"
+        return self.disk.refusal()
 
     def _flush_error(self) -> BaseException | None:
         return (
@@ -424,6 +486,18 @@ class MessageStore:
                 name = topic.decode("utf-8", "surrogateescape")
                 for listener in self.arrival_listeners:
                     listener(name, queue_id, max_offset)
+            if self.reput.blocked is not None:
+                # A queue or index file found no room: puts stop; try again in a while.
+                self.disk.allocation_failed(self.reput.blocked)
+                await asyncio.sleep(ALLOCATION_RETRY_S)
+                self._dispatch_wakeup.set()
+                continue
+            if self._queue_offsets_pending and self.reput.offset >= self.commit_log.max_offset:
+                self.commit_log.queue_offsets = {
+                    key: q.max_offset for key, q in self.queues.queues.items()
+                }
+                self._queue_offsets_pending = False
+                log.info("store.recovery_dispatch_done", offset=self.reput.offset)
             if self.reput.offset < self.dispatch_limit:
                 self._dispatch_wakeup.set()
 

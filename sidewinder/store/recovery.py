@@ -36,6 +36,9 @@ class RecoveryReport:
     commitlog_end: int
     redispatched_from: int
     took_ms: int
+    # False when a queue or index file could not be allocated (a full disk): dispatch resumes
+    # once the store runs, and queue offsets must come from the queues only after it is done.
+    dispatched_all: bool = True
 
 
 def walk_start(
@@ -98,12 +101,20 @@ def recover(
             log.info("store.recovery_progress", offset=offset, end=end, done=f"{done:.0%}")
 
     reput.dispatch_all(progress)
+    dispatched_all = reput.offset >= end
+    if not dispatched_all:
+        log.error(
+            "store.recovery_dispatch_blocked",
+            offset=reput.offset,
+            end=end,
+            error=str(reput.blocked),
+        )
     # Queue offsets continue from complete queues (as RocketMQ's recoverTopicQueueTable does).
     commit_log.queue_offsets = {key: q.max_offset for key, q in queues.queues.items()}
     for queue in queues.queues.values():
         queue.correct_min_offset(low)
     report = RecoveryReport(
-        crashed, start, end, redispatch, round((time.monotonic() - started) * 1000)
+        crashed, start, end, redispatch, round((time.monotonic() - started) * 1000), dispatched_all
     )
     log.info(
         "store.recovered",

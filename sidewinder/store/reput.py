@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from sidewinder.store.commit_log import CommitLog
 from sidewinder.store.dispatch import Dispatcher
+from sidewinder.store.mapped_file import DiskFullError
 
 DISPATCH_BATCH = 4096
 
@@ -24,24 +25,31 @@ class Reput:
         self.offset = offset
         self.last_store_timestamp = 0
         self.dispatched = 0  # records, ever; the ConsumeQueue flusher compares it
+        # Set when a queue or index file could not be allocated: dispatch stopped before the
+        # record at `offset` and tries it again next time (dispatch is idempotent).
+        self.blocked: DiskFullError | None = None
 
     def dispatch_until(self, limit: int, max_records: int = DISPATCH_BATCH) -> QueueGrowth:
         """Dispatch records from `offset` up to `limit` (at most `max_records`); queues grown."""
         grown: QueueGrowth = {}
         n = 0
         dispatch = self.dispatcher.dispatch
-        for scanned in self.commit_log.scan(self.offset):
-            total, phy, topic, queue_id, queue_offset, _, store_ts, _ = scanned
-            if phy + total > limit or n >= max_records:
-                break
-            dispatch(scanned)
-            grown[(topic, queue_id)] = queue_offset + 1
-            self.offset = phy + total
-            self.last_store_timestamp = store_ts
-            n += 1
-        else:
-            # Past the last record of a segment (its blank tail): continue in the next one.
-            self.offset = max(self.offset, min(limit, self.commit_log.max_offset))
+        self.blocked = None
+        try:
+            for scanned in self.commit_log.scan(self.offset):
+                total, phy, topic, queue_id, queue_offset, _, store_ts, _ = scanned
+                if phy + total > limit or n >= max_records:
+                    break
+                dispatch(scanned)
+                grown[(topic, queue_id)] = queue_offset + 1
+                self.offset = phy + total
+                self.last_store_timestamp = store_ts
+                n += 1
+            else:
+                # Past the last record of a segment (its blank tail): continue in the next one.
+                self.offset = max(self.offset, min(limit, self.commit_log.max_offset))
+        except DiskFullError as exc:
+            self.blocked = exc
         self.dispatched += n
         return grown
 
@@ -53,5 +61,5 @@ class Reput:
             self.dispatch_until(limit)
             if progress is not None:
                 progress(self.offset)
-            if self.offset == before:
+            if self.offset == before or self.blocked is not None:
                 break

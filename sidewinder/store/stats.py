@@ -141,20 +141,25 @@ def _sum_rates(a: str, b: str) -> str:
     )
 
 
+def partition_usage(path: Path) -> tuple[int, int]:
+    """(bytes used, bytes usable) of the partition holding `path` (or its nearest existing
+    parent), as `df` counts them: root-reserved blocks are neither. OSError if unreadable."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    fs = os.statvfs(probe)
+    return (fs.f_blocks - fs.f_bfree) * fs.f_frsize, fs.f_bavail * fs.f_frsize
+
+
 def disk_used_ratio(path: Path) -> float:
     """Used fraction of the partition holding `path`, as RocketMQ 4.9's
     getDiskPartitionSpaceUsedPercent (and `df`) count it: used / (used + usable), rounded up to
     a whole percent, where the root-reserved blocks count as neither; -1 if it cannot be read."""
-    probe = path
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
     try:
-        fs = os.statvfs(probe)
+        used, usable = partition_usage(path)
     except OSError:
         return -1.0
-    used = (fs.f_blocks - fs.f_bfree) * fs.f_frsize
-    usable = fs.f_bavail * fs.f_frsize
     entire = used + usable
-    if fs.f_blocks <= 0 or entire <= 0:
+    if entire <= 0:
         return -1.0
     return -(-used * 100 // entire) / 100

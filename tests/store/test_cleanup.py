@@ -159,7 +159,7 @@ def test_disk_ratios_force_cleanup_and_refuse_puts_above_90_percent(tmp_path: Pa
         await until(lambda: store.cleanup.disk_full, "the disk-full flag")
         refused = await store.put_message(message("C", 0, COUNT + 1))
         assert refused.status is PutStatus.SERVICE_NOT_AVAILABLE
-        assert "disk is full" in refused.remark and "93%" in refused.remark
+        assert "disk full" in refused.remark and "93%" in refused.remark
         await until(lambda: store.min_phy_offset == starts[-1], "a forced cleanup")
         # Back under: puts are taken again, at the next queue offset.
         used[0] = 0.5

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sidewinder.store.checkpoint import PAGE, RECOVERY_MARGIN_MS, StoreCheckpoint
-from sidewinder.store.run_markers import RunMarkers, StoreLockedError
+from sidewinder.store.run_markers import CommitLogDirLock, RunMarkers, StoreLockedError
 
 HOLD = """
 import sys, time
@@ -105,3 +105,46 @@ def test_a_running_rocketmq_broker_holds_the_same_lock(tmp_path: Path) -> None:
     markers = RunMarkers(cluster.store_path)
     assert markers.acquire() is False
     markers.release()
+
+
+def test_two_stores_cannot_share_a_commitlog_directory(tmp_path: Path) -> None:
+    shared = tmp_path / "home" / "store" / "commitlog"  # RocketMQ's default, for both
+    first = CommitLogDirLock(shared, "broker broker-a of cluster C at 127.0.0.1:10911")
+    first.acquire()
+    try:
+        with pytest.raises(StoreLockedError) as refused:
+            CommitLogDirLock(shared, "broker broker-b").acquire()
+        text = str(refused.value)
+        assert str(shared) in text and "broker-a" in text and f"pid {os.getpid()}" in text
+        assert "storePathCommitLog" in text
+        # Nothing was added to the directory: RocketMQ's loader refuses non-segment files.
+        assert os.listdir(shared) == []
+    finally:
+        first.release()
+    second = CommitLogDirLock(shared, "broker broker-b")
+    second.acquire()  # free once the first let go
+    second.release()
+
+
+def test_a_killed_holder_frees_the_commitlog_directory(tmp_path: Path) -> None:
+    hold = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from sidewinder.store.run_markers import CommitLogDirLock\n"
+        "CommitLogDirLock(Path(sys.argv[1]), 'broker broker-a').acquire()\n"
+        "print('held', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", hold, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "held"
+        with pytest.raises(StoreLockedError, match=f"broker broker-a, pid {child.pid}"):
+            CommitLogDirLock(tmp_path, "broker broker-b").acquire()
+    finally:
+        child.kill()
+        child.wait()
+    after = CommitLogDirLock(tmp_path, "broker broker-b")
+    after.acquire()  # the kernel dropped the dead holder's lock
+    after.release()

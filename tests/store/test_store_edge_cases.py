@@ -114,6 +114,7 @@ def test_the_index_is_rebuilt_after_recovery_cuts_the_log(tmp_path: Path) -> Non
         await wait_dispatched(first, "T", 0, 2)
         first.commit_log.files.files[0].buffer[90] ^= 0xFF  # bit rot in "a"'s body
         first.markers.release()  # then the process dies without shutting down
+        first.commit_log_lock.release()
         second = MessageStore(store_config(tmp_path), store_host=HOST)
         await second.start()
         assert second.commit_log.max_offset == 0

@@ -1,0 +1,92 @@
+"""Whether the disk has room for puts: RocketMQ's disk-full flag, and our allocation failures.
+
+Two things stop puts, each with a remark that says "disk full" and why:
+- the cleanup timer finds the disk above `DISK_FULL_RATIO` (RocketMQ's
+  diskSpaceWarningLevelRatio), until a later round finds it below;
+- a store file could not be given its blocks (a new CommitLog segment, a ConsumeQueue or index
+  file). Puts are then refused for `ALLOCATION_RETRY_S`, after which the next put tries again,
+  so puts resume on their own once space is back; the next cleanup round counts the disk as
+  over `diskMaxUsedSpaceRatio`, so expired segments go at once.
+
+`check_room` is asked before a CommitLog segment is made: one whose blocks would take the disk
+above `DISK_FULL_RATIO` is refused before it is allocated.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+
+from sidewinder.store.mapped_file import DiskFullError
+from sidewinder.store.stats import partition_usage
+
+log = structlog.get_logger(__name__)
+
+DISK_FULL_RATIO = 0.90  # RocketMQ's diskSpaceWarningLevelRatio
+ALLOCATION_RETRY_S = 1.0
+
+
+class DiskSpace:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.full_by_ratio = False
+        self._ratio_remark = ""
+        self.allocation_remark = ""
+        self._retry_at = 0.0
+        # Set by a failed allocation, taken by the next cleanup round.
+        self.space_wanted = False
+
+    def refusal(self) -> str:
+        """Why puts are refused now, or "" when they may go ahead."""
+        if self.full_by_ratio:
+            return self._ratio_remark
+        if self.allocation_remark and self._clock() < self._retry_at:
+            return self.allocation_remark
+        return ""
+
+    def judge_ratio(self, ratio: float) -> None:
+        """The cleanup timer's measure: set or clear the over-the-limit refusal."""
+        if ratio > DISK_FULL_RATIO:
+            if not self.full_by_ratio:
+                log.error("store.disk_full", used_ratio=round(ratio, 3), refusing_puts=True)
+            self.full_by_ratio = True
+            self._ratio_remark = (
+                f"disk full: the store's disk is {ratio:.0%} used, above {DISK_FULL_RATIO:.0%}"
+            )
+            return
+        if self.full_by_ratio:
+            log.info("store.disk_ok", used_ratio=round(ratio, 3))
+        self.full_by_ratio = False
+        self._ratio_remark = ""
+
+    def allocation_failed(self, error: OSError) -> str:
+        """A store file could not get its blocks: refuse puts for a while; the remark."""
+        reason = error.strerror or str(error)
+        if not self.allocation_remark:
+            log.error("store.disk_full", reason=reason, refusing_puts=True)
+        self.allocation_remark = reason if "disk full" in reason else f"disk full: {reason}"
+        self._retry_at = self._clock() + ALLOCATION_RETRY_S
+        self.space_wanted = True
+        return self.allocation_remark
+
+    def allocation_succeeded(self) -> None:
+        if self.allocation_remark:
+            log.info("store.disk_ok", allocated=True)
+        self.allocation_remark = ""
+
+    def check_room(self, directory: Path, size: int) -> None:
+        """Refuse (DiskFullError) a new `size`-byte file in `directory` that would take the
+        disk above DISK_FULL_RATIO, or that does not fit at all."""
+        used, usable = partition_usage(directory)
+        ratio = (used + size) / max(used + usable, 1)
+        if size > usable or ratio > DISK_FULL_RATIO:
+            raise DiskFullError(
+                errno.ENOSPC,
+                f"disk full: a new {size}-byte segment in {directory} would take its disk to "
+                f"{ratio:.0%} used (puts stop above {DISK_FULL_RATIO:.0%})",
+                str(directory),
+            )

@@ -1,0 +1,205 @@
+"""A full disk, for real (a small tmpfs): refusals instead of SIGBUS, reads go on, puts resume.
+
+Before these fixes a write into a page of a sparse segment with no block behind it killed the
+process (SIGBUS); these tests would then crash their pytest worker rather than fail politely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from sidewinder.common.fileio import write_atomic
+from sidewinder.protocol.record import decode_record
+from sidewinder.store.checkpoint import StoreCheckpoint
+from sidewinder.store.config import FlushDiskType, StoreConfig
+from sidewinder.store.mapped_file import DiskFullError, MappedFile
+from sidewinder.store.message_store import GetStatus, MessageStore, PutStatus
+from tests.small_disk import fill, free_bytes, small_disk
+from tests.store.test_message_store import HOST, message, store_config
+
+
+def full_disk_config(root: Path, **extra: object) -> StoreConfig:
+    return store_config(
+        root,
+        flush_disk_type=FlushDiskType.SYNC_FLUSH,
+        clean_resource_interval=200,
+        **extra,
+    )
+
+
+async def put_until_refused(store: MessageStore, topic: str, limit: int = 100_000) -> int:
+    """Put 2 KiB messages to queue 0 until the store refuses; the number acknowledged."""
+    for n in range(limit):
+        result = await store.put_message(message(topic, 0, n, size=2048))
+        if result.status is not PutStatus.PUT_OK:
+            assert result.status is PutStatus.SERVICE_NOT_AVAILABLE, result
+            assert "disk full" in result.remark, result.remark
+            return n
+    raise AssertionError(f"{limit} puts and the disk is not full")
+
+
+async def read_all(store: MessageStore, topic: str, count: int) -> list[bytes]:
+    await store.caught_up(5)
+    bodies: list[bytes] = []
+    offset = 0
+    while offset < count:
+        got = store.get_messages(topic, 0, offset, 32)
+        assert got.status is GetStatus.FOUND, (offset, got.status)
+        bodies += [bytes(decode_record(view, 0).body) for view in got.messages]
+        offset = got.next_begin_offset
+    return bodies
+
+
+async def until_put_ok(store: MessageStore, topic: str, n: int, seconds: float = 10) -> int:
+    """Retry one put until the store takes it; its queue offset."""
+    deadline = time.monotonic() + seconds
+    while True:
+        result = await store.put_message(message(topic, 0, n, size=2048))
+        if result.status is PutStatus.PUT_OK:
+            assert result.append is not None
+            return result.append.queue_offset
+        assert time.monotonic() < deadline, f"puts did not resume: {result.remark}"
+        await asyncio.sleep(0.1)
+
+
+def test_a_file_without_room_is_refused_and_not_left_behind(tmp_path: Path) -> None:
+    with small_disk(tmp_path / "disk", mib=4) as disk:
+        with pytest.raises(DiskFullError, match="disk full"):
+            MappedFile(disk / MappedFile.name_for(0), 8 << 20)
+        assert os.listdir(disk) == []
+        made = MappedFile(disk / MappedFile.name_for(0), 1 << 20)
+        assert made.allocated_to == 1 << 20
+        # Its blocks are taken now, not when the pages are first written.
+        assert os.stat(made.path).st_blocks * 512 >= 1 << 20
+        made.close()
+
+
+def test_metadata_and_checkpoint_writes_keep_the_last_good_file(tmp_path: Path) -> None:
+    with small_disk(tmp_path / "disk", mib=1) as disk:
+        table = disk / "config" / "topics.json"
+        write_atomic(table, '{"old": true}')
+        checkpoint = StoreCheckpoint(disk / "checkpoint", 1, 2, 3)
+        checkpoint.flush()
+        fill(disk)
+        with pytest.raises(OSError):
+            write_atomic(table, "x" * (2 << 20))
+        assert table.read_text() == '{"old": true}'
+        assert not table.with_name("topics.json.tmp").exists()
+        fresh = StoreCheckpoint(disk / "checkpoint2", 4, 5, 6)
+        fresh.flush()  # no room for a new one: logged, nothing left behind, no exception
+        assert not (disk / "checkpoint2").exists()
+        checkpoint.physic_msg_timestamp = 7
+        checkpoint.flush()  # rewritten in place: its block is already there
+        assert StoreCheckpoint.open(disk / "checkpoint").physic_msg_timestamp == 7
+
+
+def test_filling_the_disk_refuses_puts_serves_reads_and_resumes(tmp_path: Path) -> None:
+    async def scenario(disk: Path) -> None:
+        root = disk / "store"
+        # No forced cleanup: every acknowledged message must stay readable.
+        store = MessageStore(
+            full_disk_config(root, clean_file_forcibly_enable=False), store_host=HOST
+        )
+        await store.start()
+        try:
+            acked = await put_until_refused(store, "Fill")
+            assert acked > 1000
+            # Refused again, at once, while the disk stays full; the store still runs.
+            again = await store.put_message(message("Fill", 0, acked, size=2048))
+            assert again.status is PutStatus.SERVICE_NOT_AVAILABLE
+            bodies = await read_all(store, "Fill", acked)
+            assert bodies == [bytes(message("Fill", 0, n, size=2048).body) for n in range(acked)]
+            assert store.get_messages("Fill", 0, 0, 32).status is GetStatus.FOUND
+            (disk / "ballast").unlink()  # an operator frees space
+            assert await until_put_ok(store, "Fill", acked) == acked
+        finally:
+            await store.shutdown()
+
+    with small_disk(tmp_path / "disk", mib=16) as disk:
+        fill(disk, leave_bytes=9 << 20)
+        asyncio.run(scenario(disk))
+
+
+def test_forced_cleanup_frees_a_full_disk_by_itself(tmp_path: Path) -> None:
+    """RocketMQ's contract with cleanFileForciblyEnable (the default): above the limits the
+    oldest segments go, expired or not, and puts go on without an operator."""
+
+    async def scenario(disk: Path) -> None:
+        store = MessageStore(full_disk_config(disk / "store"), store_host=HOST)
+        await store.start()
+        try:
+            acked = await put_until_refused(store, "Forced")
+            await until_put_ok(store, "Forced", acked, seconds=15)
+            assert store.min_phy_offset > 0  # the oldest segments went
+        finally:
+            await store.shutdown()
+
+    with small_disk(tmp_path / "disk", mib=16) as disk:
+        asyncio.run(scenario(disk))
+
+
+def sparsify(segment: Path, written: int, junk: bytes) -> None:
+    """Rewrite a segment as RocketMQ leaves one: blocks only for what was written (here with
+    a torn record after it, in the same page), a hole after."""
+    data = segment.read_bytes()[:written] + junk
+    fresh = segment.with_name("sparse")
+    fd = os.open(fresh, os.O_RDWR | os.O_CREAT, 0o644)
+    os.ftruncate(fd, len(segment.read_bytes()))
+    os.pwrite(fd, data, 0)
+    os.close(fd)
+    os.replace(fresh, segment)
+
+
+def test_restart_on_a_full_disk_with_a_sparse_segment_and_lost_queues(tmp_path: Path) -> None:
+    """The restart that died of SIGBUS: recovery cuts a torn tail in a sparse segment on a
+    full disk. It must start, refuse puts until there is room, then continue the queue."""
+
+    async def first_run(root: Path) -> int:
+        store = MessageStore(full_disk_config(root), store_host=HOST)
+        await store.start()
+        for n in range(300):
+            assert (await store.put_message(message("Sparse", 0, n, size=2048))).status is (
+                PutStatus.PUT_OK
+            )
+        end = store.max_phy_offset
+        await store.shutdown()
+        return end
+
+    async def second_run(root: Path, disk: Path) -> None:
+        store = MessageStore(full_disk_config(root), store_host=HOST)
+        await store.start()
+        try:
+            assert store.recovery is not None and store.recovery.crashed
+            refused = await store.put_message(message("Sparse", 0, 300, size=2048))
+            assert refused.status is PutStatus.SERVICE_NOT_AVAILABLE
+            assert "disk full" in refused.remark
+            (disk / "ballast").unlink()
+            # The queues are rebuilt once there is room; the queue goes on where it was.
+            assert await until_put_ok(store, "Sparse", 300) == 300
+            bodies = await read_all(store, "Sparse", 301)
+            assert bodies[299] == bytes(message("Sparse", 0, 299, size=2048).body)
+        finally:
+            await store.shutdown()
+
+    with small_disk(tmp_path / "disk", mib=16) as disk:
+        root = disk / "store"
+        end = asyncio.run(first_run(root))
+        segments = sorted((root / "commitlog").iterdir())
+        last = segments[-1]
+        written = end - int(last.name)
+        sparsify(last, written, junk=last.read_bytes()[:200])  # a torn copy of a header
+        for extra in segments:
+            if int(extra.name) > end:
+                extra.unlink()  # the prepared, unused segment
+        # The queues are lost: dispatch must rebuild them, and has no room to.
+        for path in sorted((root / "consumequeue").rglob("*"), reverse=True):
+            path.unlink() if path.is_file() else path.rmdir()
+        (root / "abort").touch()
+        fill(disk)
+        assert free_bytes(disk) < 64 << 10
+        asyncio.run(second_run(root, disk))
