@@ -15,13 +15,14 @@ from pathlib import Path
 import uvloop
 
 from sidewinder.broker.app import BrokerApp
-from sidewinder.broker.config import BrokerConfig
+from sidewinder.broker.config import BrokerConfig, refuse_unsupported
 from sidewinder.common.config import ConfigError
 from sidewinder.common.log import configure_logging
 from sidewinder.common.properties import read_properties
 from sidewinder.common.service import serve_until_signalled
 from sidewinder.namesrv.app import NamesrvApp
 from sidewinder.namesrv.config import NamesrvConfig
+from sidewinder.store.run_markers import StoreLockedError
 
 
 def configs(args: argparse.Namespace) -> tuple[NamesrvConfig, BrokerConfig]:
@@ -42,6 +43,7 @@ def configs(args: argparse.Namespace) -> tuple[NamesrvConfig, BrokerConfig]:
         "namesrvAddr": f"127.0.0.1:{args.namesrv_port}",
         "listenPort": str(args.broker_port),
     }
+    refuse_unsupported(values)
     return namesrv, BrokerConfig.from_properties(values)
 
 
@@ -86,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         uvloop.run(serve(namesrv, broker))
+    except StoreLockedError as exc:
+        print(f"sidewinder-dev: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"sidewinder-dev: {exc}", file=sys.stderr)
         return 1

@@ -14,7 +14,11 @@ from pathlib import Path
 import uvloop
 
 from sidewinder.broker.app import BrokerApp
-from sidewinder.broker.config import BrokerConfig
+from sidewinder.broker.config import (
+    RECOGNISED_UNSUPPORTED_KEYS,
+    BrokerConfig,
+    refuse_unsupported,
+)
 from sidewinder.common.config import ConfigError
 from sidewinder.common.log import configure_logging
 from sidewinder.common.properties import read_properties
@@ -22,13 +26,15 @@ from sidewinder.common.service import serve_until_signalled
 from sidewinder.store.run_markers import StoreLockedError
 
 
-def load_config(path: Path | None, namesrv: str | None) -> BrokerConfig:
+def load_config(path: Path | None, namesrv: str | None, *, to_print: bool = False) -> BrokerConfig:
     values = read_properties(path) if path else {}
     if namesrv:
         values["namesrvAddr"] = namesrv
-    unknown = sorted(set(values) - BrokerConfig.conf_keys())
+    unknown = sorted(set(values) - BrokerConfig.conf_keys() - RECOGNISED_UNSUPPORTED_KEYS)
     if unknown:
         print(f"mqbroker: ignoring unknown key(s) in {path}: {', '.join(unknown)}", file=sys.stderr)
+    if not to_print:  # -p shows any config; only starting one must be honest
+        refuse_unsupported(values)
     return BrokerConfig.from_properties(values)
 
 
@@ -52,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure_logging()
     try:
-        config = load_config(args.config, args.namesrv)
+        config = load_config(args.config, args.namesrv, to_print=args.print_config)
     except (ConfigError, OSError, ValueError) as exc:
         print(f"mqbroker: {exc}", file=sys.stderr)
         return 2

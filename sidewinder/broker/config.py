@@ -16,7 +16,7 @@ from sidewinder.common.config import ConfigError, camel, from_properties
 from sidewinder.remoting.config import ServerConfig
 from sidewinder.store.config import StoreConfig
 
-__all__ = ["BrokerConfig", "ConfigError"]
+__all__ = ["RECOGNISED_UNSUPPORTED_KEYS", "BrokerConfig", "ConfigError", "refuse_unsupported"]
 
 PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1
 
@@ -116,3 +116,29 @@ class BrokerConfig(BaseModel):
                 text = str(value.value if hasattr(value, "value") else value)
                 out[f.alias or name] = text.lower() if text in ("True", "False") else text
         return dict(sorted(out.items()))
+
+
+# Settings a broker.conf may ask for that this broker cannot honour yet. Starting anyway would
+# break the promise silently (a "slave" taking sends, a "SYNC_MASTER" acknowledging what no
+# slave has, a broker with no access control), so the broker refuses to start instead.
+_UNSUPPORTED = {
+    ("brokerRole", "SLAVE"): "replication (a slave broker)",
+    ("brokerRole", "SYNC_MASTER"): "synchronous replication to a slave",
+    ("aclEnable", "TRUE"): "access control (ACL)",
+}
+
+# Known keys, whatever their value: no "unknown key" warning for aclEnable=false.
+RECOGNISED_UNSUPPORTED_KEYS = frozenset(key for key, _ in _UNSUPPORTED)
+
+
+def refuse_unsupported(values: Mapping[str, Any]) -> None:
+    """ConfigError naming each key whose value asks for what is not supported yet."""
+    problems = [
+        f"{key}={values[key]!s}".replace(" ", "") + f" asks for {what}, not supported yet"
+        for (key, value), what in _UNSUPPORTED.items()
+        if str(values.get(key, "")).strip().upper() == value
+    ]
+    if problems:
+        raise ConfigError(
+            "refusing to start: " + "; ".join(problems) + " (remove the key to run a master broker)"
+        )

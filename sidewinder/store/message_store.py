@@ -209,11 +209,12 @@ class MessageStore:
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self.crashed_last_time = self.markers.acquire()
+        # The CommitLog first: a store refused for it must not leave an abort file behind.
+        self.commit_log_lock.acquire()
         try:
-            self.commit_log_lock.acquire()
+            self.crashed_last_time = self.markers.acquire()
         except BaseException:
-            self.markers.release()
+            self.commit_log_lock.release()
             raise
         self._say_where_the_commit_log_is()
         try:
