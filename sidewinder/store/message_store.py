@@ -209,13 +209,14 @@ class MessageStore:
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        # The CommitLog first: a store refused for it must not leave an abort file behind.
-        self.commit_log_lock.acquire()
+        self.markers.lock()
         try:
-            self.crashed_last_time = self.markers.acquire()
+            # Before the abort file: a store refused here must leave its root as it was.
+            self.commit_log_lock.acquire()
         except BaseException:
-            self.commit_log_lock.release()
+            self.markers.release()
             raise
+        self.crashed_last_time = self.markers.mark_running()
         self._say_where_the_commit_log_is()
         try:
             await loop.run_in_executor(self._dispatch_executor, self._load_and_recover)

@@ -35,6 +35,11 @@ class RunMarkers:
 
     def acquire(self) -> bool:
         """Take the lock (or fail at once); returns whether the last run crashed."""
+        self.lock()
+        return self.mark_running()
+
+    def lock(self) -> None:
+        """Take the root's lock, or fail at once naming it."""
         self.root.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -47,6 +52,9 @@ class RunMarkers:
                 "stop that broker first"
             ) from None
         self._lock_fd = fd
+
+    def mark_running(self) -> bool:
+        """Leave the abort file for as long as the store runs; whether the last run crashed."""
         crashed = self.abort_path.exists()
         if not crashed:
             self.abort_path.touch()
