@@ -6,8 +6,8 @@ Each cycle lets 4 producer threads (raw SEND_MESSAGE_V2, one queue each, 1 KiB b
 a real `mqbroker` process for a random 0.3-1.0 s, then SIGKILLs it and starts it again on the
 same store. Producers keep going through the outage (a send that fails is not acknowledged).
 At the end every acknowledged message is read back by its offsetMsgId and compared byte for
-byte, the queues are checked for holes, and `mqstore verify` checks the store
-(CRCs, ConsumeQueues and index against the CommitLog).
+byte, and `mqstore verify` checks the store (CRCs, ConsumeQueues and index against the
+CommitLog).
 
 Lost = acknowledged, but missing or different afterwards. Under SYNC_FLUSH it must be 0. Under
 ASYNC_FLUSH a kill -9 loses nothing either: the process dies, the page cache holding the
