@@ -110,16 +110,14 @@ class PullConsumer:
     async def start(self) -> None:
         """In subscribe mode: join the group and take a share of the queues."""
         if self._subscribed and self._maintainer is None:
-            await self.member.heartbeat()
-            mine = await self.member.my_queues()
-            if mine is not None:
-                await self._apply(mine)
+            settled = await self.member.rebalance(self._apply, heartbeat=True)
             self._maintainer = asyncio.get_running_loop().create_task(
                 self.member.maintain(
                     self._apply,
                     running=lambda: not self._closed,
                     rebalance_interval_s=self.rebalance_interval_s,
                     heartbeat_interval_s=self.heartbeat_interval_s,
+                    settled=settled,
                 )
             )
 
