@@ -1,9 +1,11 @@
 """The Python client's first minute, against every target: the README's examples, run as a
 newcomer runs them (a fresh `python` process, a fresh group, a topic the producer's send just
-auto-created, a broker no other test warmed), deliver within seconds of `start()`."""
+auto-created, a broker no other test warmed), deliver within seconds of `start()`; and the lite
+consumer's `poll` waits for a route that is not there yet and keeps to its timeout."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -17,6 +19,9 @@ import pytest
 
 from interop.cache import REPO_ROOT
 from interop.target import ClusterTarget, running_target
+from sidewinder.client import sync
+from sidewinder.client.admin import Admin
+from sidewinder.client.consumer import PullConsumer
 from sidewinder.client.producer import Message, Producer
 from sidewinder.client.push_consumer import PushConsumer, ReceivedMessage
 from tests.conftest import unique
@@ -94,6 +99,29 @@ print(json.dumps({"first_message_s": time.monotonic() - started, "sent": result.
 consumer.close()
 """
 
+# The lite consumer as issue 18 found it failing: start, assign the queue the send named, poll.
+README_SYNC_PULL = """
+import json, sys, time
+
+from sidewinder.client.producer import Message
+from sidewinder.client.sync import Producer, PullConsumer
+
+namesrv, topic, group = sys.argv[1:4]
+with Producer("my-producers", namesrv) as producer:
+    result = producer.send(Message(topic, b"..."))
+consumer = PullConsumer(group, namesrv)
+consumer.start()
+consumer.assign([result.queue])
+started = time.monotonic()
+got, polls = [], 0
+while not got and time.monotonic() - started < 60:
+    got = [m.msg_id for m in consumer.poll()]
+    polls += 1
+print(json.dumps({"first_message_s": time.monotonic() - started, "sent": result.msg_id,
+                  "got": got, "polls": polls}))
+consumer.close()
+"""
+
 
 @pytest.fixture(scope="module")
 def newcomer_cluster(
@@ -126,6 +154,7 @@ def run_script(source: str, tmp_path: Path, *args: str) -> dict[str, Any]:
     [
         pytest.param(README_ASYNCIO, id="asyncio-push"),
         pytest.param(README_SYNC_PUSH, id="sync-push"),
+        pytest.param(README_SYNC_PULL, id="sync-pull"),
     ],
 )
 def test_readme_example_in_a_fresh_process_delivers_within_seconds(
@@ -167,3 +196,93 @@ def test_push_consumer_started_before_its_topic_exists_delivers_once_it_does(
             await producer.close()
 
     run(scenario)
+
+
+def test_lite_consumer_subscribed_in_a_fresh_group_reads_within_seconds(
+    newcomer_cluster: ClusterTarget,
+) -> None:
+    async def scenario() -> None:
+        namesrv = newcomer_cluster.namesrv_addr
+        topic = unique("LiteFresh")
+        producer = Producer(unique("LiteProducer"), namesrv)
+        consumer = PullConsumer(unique("LiteGroup"), namesrv)
+        try:
+            sent = await producer.send(Message(topic, b"hello"))  # auto-creates the topic
+            consumer.subscribe(topic, "*")
+            started = time.monotonic()
+            await consumer.start()
+            got: list[ReceivedMessage] = []
+            while not got and time.monotonic() - started < 60:
+                got = await consumer.poll(timeout_s=1)
+            assert [m.msg_id for m in got] == [sent.msg_id]
+            assert time.monotonic() - started < FIRST_MESSAGE_WITHIN_S
+        finally:
+            await consumer.close()
+            await producer.close()
+
+    run(scenario)
+
+
+def test_poll_keeps_to_its_timeout(newcomer_cluster: ClusterTarget) -> None:
+    async def scenario() -> None:
+        namesrv = newcomer_cluster.namesrv_addr
+        topic = unique("PollTimeout")
+        admin = Admin(namesrv)
+        producer = Producer(unique("PollProducer"), namesrv)
+        consumer = PullConsumer(unique("PollGroup"), namesrv, consume_from="last")
+        try:
+            await admin.create_topic(topic, queues=4)
+            consumer.assign(await consumer.queues(topic))
+
+            started = time.monotonic()
+            assert await consumer.poll(timeout_s=0) == []
+            assert time.monotonic() - started < 2, "timeout 0 does not wait"
+
+            started = time.monotonic()
+            assert await consumer.poll(timeout_s=1.5) == []
+            waited = time.monotonic() - started
+            assert 1.0 <= waited < 4, f"timeout 1.5 s waited {waited:.2f} s"
+
+            # A message arriving on one of four held queues ends the poll: the others'
+            # long polls do not hold it to the timeout.
+            started = time.monotonic()
+            polling = asyncio.ensure_future(consumer.poll(timeout_s=30))
+            await asyncio.sleep(0.5)
+            sent = await producer.send(Message(topic, b"during the poll"))
+            got = await polling
+            assert [m.msg_id for m in got] == [sent.msg_id]
+            assert time.monotonic() - started < FIRST_MESSAGE_WITHIN_S
+
+            # The abandoned long polls lost nothing: the next message is the next one read.
+            later = await producer.send(Message(topic, b"after"))
+            assert [m.msg_id for m in await consumer.poll(timeout_s=10)] == [later.msg_id]
+        finally:
+            await consumer.close()
+            await producer.close()
+            await admin.close()
+
+    run(scenario)
+
+
+def test_sync_poll_waits_for_a_route_not_yet_known(newcomer_cluster: ClusterTarget) -> None:
+    """A queue of a topic the name server does not know: polls give nothing and do not fail;
+    once the topic exists, the next poll reads it."""
+    namesrv = newcomer_cluster.namesrv_addr
+    topic = unique("NoRouteYet")
+    with (
+        sync.Producer(unique("RouteProducer"), namesrv) as producer,
+        sync.PullConsumer(unique("RouteGroup"), namesrv) as consumer,
+    ):
+        consumer.start()
+        broker_name = newcomer_cluster.broker_name
+        consumer.assign([q for q in producer.queues(topic) if q.broker_name == broker_name])
+        started = time.monotonic()
+        assert consumer.poll(timeout_s=1) == []
+        assert 0.5 <= time.monotonic() - started < 4
+        sent = producer.send(Message(topic, b"now it exists"))
+        started = time.monotonic()
+        got: list[ReceivedMessage] = []
+        while not got and time.monotonic() - started < 60:
+            got = consumer.poll(timeout_s=1)
+        assert [m.msg_id for m in got] == [sent.msg_id]
+        assert time.monotonic() - started < FIRST_MESSAGE_WITHIN_S
