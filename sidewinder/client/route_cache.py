@@ -7,6 +7,7 @@ most every ROUTE_RETRY_S, so callers can wait for it without asking in a tight l
 
 from __future__ import annotations
 
+import asyncio
 import math
 import random
 import time
@@ -118,6 +119,13 @@ class RouteCache:
                     raise
                 return addr  # no name server answered: the route we had still serves
             addr = route.master(queue.broker_name) if route else None
+        return addr
+
+    async def wait_broker_addr(self, queue: MessageQueue, timeout_s: float) -> str | None:
+        """`broker_addr`, waiting up to `timeout_s` for a route that is not there yet."""
+        deadline = time.monotonic() + timeout_s
+        while (addr := await self.broker_addr(queue)) is None and time.monotonic() < deadline:
+            await asyncio.sleep(min(ROUTE_RETRY_S, max(deadline - time.monotonic(), 0)))
         return addr
 
     async def _ask_any(self, request: RemotingCommand) -> RemotingCommand:

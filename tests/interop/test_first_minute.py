@@ -1,7 +1,8 @@
 """The Python client's first minute, against every target: the README's examples, run as a
 newcomer runs them (a fresh `python` process, a fresh group, a topic the producer's send just
 auto-created, a broker no other test warmed), deliver within seconds of `start()`; and the lite
-consumer's `poll` waits for a route that is not there yet and keeps to its timeout."""
+consumer's `poll` and `Admin.message_at` wait for a route that is not there yet, and `poll` keeps
+to its timeout."""
 
 from __future__ import annotations
 
@@ -286,3 +287,21 @@ def test_sync_poll_waits_for_a_route_not_yet_known(newcomer_cluster: ClusterTarg
             got = consumer.poll(timeout_s=1)
         assert [m.msg_id for m in got] == [sent.msg_id]
         assert time.monotonic() - started < FIRST_MESSAGE_WITHIN_S
+
+
+def test_admin_reads_the_message_a_send_just_auto_created_a_topic_for(
+    newcomer_cluster: ClusterTarget,
+) -> None:
+    async def scenario() -> None:
+        namesrv = newcomer_cluster.namesrv_addr
+        producer = Producer(unique("AdminProducer"), namesrv)
+        admin = Admin(namesrv)
+        try:
+            sent = await producer.send(Message(unique("JustCreated"), b"look me up"))
+            found = await admin.message_at(sent.queue, sent.queue_offset)
+            assert found is not None and found.msg_id == sent.msg_id
+        finally:
+            await producer.close()
+            await admin.close()
+
+    run(scenario)
