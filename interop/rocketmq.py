@@ -5,17 +5,19 @@
         cluster.kill_broker(); cluster.start_broker()      # a crash and a recovery
 
 `python -m interop.rocketmq [--workdir DIR] [KEY=VALUE ...]` runs one in the foreground until
-Ctrl-C, for poking at it with mqadmin or a driver by hand.
+Ctrl-C, SIGTERM or SIGHUP (each stops both JVMs), for poking at it with mqadmin or a driver by hand.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import tempfile
 import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from interop.cache import BenchCache, bench_cache
@@ -217,6 +219,18 @@ class RocketMQCluster:
         return f"RocketMQCluster(namesrv={self.namesrv_addr}, broker={self.broker_addr})"
 
 
+# The JVMs lead their own sessions, so no signal sent to us reaches them: we must stop them.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _stop_requested(signum: int, frame: FrameType | None) -> None:
+    """Unwind to the cluster's stop. Later signals are ignored: one landing inside the stop
+    would abandon it and leave the JVMs running."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m interop.rocketmq",
@@ -237,18 +251,23 @@ def main(argv: list[str] | None = None) -> int:
     overrides: dict[str, str] = read_properties(args.conf_file) if args.conf_file else {}
     overrides.update(item.split("=", 1) for item in args.conf)
     cluster = RocketMQCluster(workdir, broker_conf=overrides)
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _stop_requested)
     started = time.monotonic()
-    with cluster:
+    try:
+        cluster.start()
         print(
             f"namesrv {cluster.namesrv_addr}  broker {cluster.broker_addr}  "
-            f"store {cluster.store_path}  (up in {time.monotonic() - started:.1f} s); Ctrl-C stops",
+            f"store {cluster.store_path}  (up in {time.monotonic() - started:.1f} s); "
+            "Ctrl-C or SIGTERM stops",
             flush=True,
         )
-        try:
-            while cluster.broker.alive() and cluster.namesrv.alive():
-                time.sleep(1)
-        except KeyboardInterrupt:
-            pass
+        while cluster.broker.alive() and cluster.namesrv.alive():
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()  # also after a signal mid-start: the broker may be up, the name server not
     return 0
 
 

@@ -32,6 +32,9 @@ from sidewinder.protocol.subscription import Subscription
 from sidewinder.remoting.client import RemotingClient
 
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+# How long a lookup by queue waits for a route the name servers do not have yet: a broker
+# registers a topic it auto-created within milliseconds.
+ROUTE_WAIT_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -220,9 +223,9 @@ class Admin:
         return config
 
     async def message_at(self, queue: MessageQueue, offset: int) -> ReceivedMessage | None:
-        """The message at `offset` of one queue (one PULL_MESSAGE, as mqadmin's tools group)."""
-        route = await self.routes.route(queue.topic)
-        addr = route.master(queue.broker_name) if route else None
+        """The message at `offset` of one queue (one PULL_MESSAGE, as mqadmin's tools group).
+        A queue from a send that just auto-created its topic may wait a moment for the route."""
+        addr = await self.routes.wait_broker_addr(queue, ROUTE_WAIT_S)
         if addr is None:
             raise ClientError(
                 ResponseCode.TOPIC_NOT_EXIST, f"no broker {queue.broker_name} for {queue.topic}"

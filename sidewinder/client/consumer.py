@@ -4,24 +4,28 @@ shared out by the group (`subscribe`, rebalanced as members come and go).
     consumer = PullConsumer("my-group", "127.0.0.1:9876")
     consumer.subscribe("Orders", "TagA || TagB")   # or: consumer.assign(await consumer.queues(t))
     await consumer.start()
-    for message in await consumer.poll():
+    for message in await consumer.poll(timeout_s=1.0):  # default: poll_timeout_s, 5 s
         ...
     await consumer.commit()                        # also every 5 s in subscribe mode, and on close
     await consumer.close()
 
 A queue's position starts at the group's committed offset (QUERY_CONSUMER_OFFSET), else at
 `consume_from`: "first" (the queue's minimum), "last" (its maximum) or "timestamp". `seek`
-moves one. Polls use long polling: a queue with nothing new is held by the broker up to
-`poll_timeout_s`.
+moves one. A poll returns what the queues hold, else waits (long polling) up to its timeout for
+the first messages to arrive. A queue whose topic has no route yet (just auto-created) gives
+nothing until the route appears.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
+from typing import Any
 
 from sidewinder.client.membership import CLUSTERING, GroupMember
 from sidewinder.client.pulling import (
+    PullResult,
     ReceivedMessage,
     commit_offset,
     committed_offset,
@@ -29,7 +33,7 @@ from sidewinder.client.pulling import (
     pull,
     queue_bound,
 )
-from sidewinder.client.route_cache import ClientError, MessageQueue
+from sidewinder.client.route_cache import ROUTE_RETRY_S, ClientError, MessageQueue
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.subscription import Subscription
 
@@ -110,16 +114,14 @@ class PullConsumer:
     async def start(self) -> None:
         """In subscribe mode: join the group and take a share of the queues."""
         if self._subscribed and self._maintainer is None:
-            await self.member.heartbeat()
-            mine = await self.member.my_queues()
-            if mine is not None:
-                await self._apply(mine)
+            settled = await self.member.rebalance(self._apply, heartbeat=True)
             self._maintainer = asyncio.get_running_loop().create_task(
                 self.member.maintain(
                     self._apply,
                     running=lambda: not self._closed,
                     rebalance_interval_s=self.rebalance_interval_s,
                     heartbeat_interval_s=self.heartbeat_interval_s,
+                    settled=settled,
                 )
             )
 
@@ -168,28 +170,88 @@ class PullConsumer:
             return await offset_at(self.remoting, addr, queue, at)
         return await queue_bound(self.remoting, addr, queue, RequestCode.GET_MIN_OFFSET)
 
-    async def poll(self) -> list[ReceivedMessage]:
-        """Messages from every assigned queue that has some, after at most one long poll."""
+    async def poll(self, timeout_s: float | None = None) -> list[ReceivedMessage]:
+        """What the assigned queues hold now, else the first messages to arrive within
+        `timeout_s` seconds (None: the consumer's `poll_timeout_s`, 5 s, RocketMQ's
+        pollTimeoutMillis; 0: no waiting); [] when none did.
+
+        A queue whose topic has no route yet (a send auto-created it a moment ago) is read
+        once the route appears; until then it gives nothing, it does not fail the poll.
+        """
+        wait_s = self.poll_timeout_s if timeout_s is None else max(timeout_s, 0.0)
+        deadline = time.monotonic() + wait_s
         if self._subscribed and self._maintainer is None:
             await self.start()
-        for queue, position in list(self.positions.items()):
-            if position < 0:
-                start = await self._start_position(queue)
-                if queue in self.positions:
-                    self.positions[queue] = start
-        queues = list(self.positions)
-        results = await asyncio.gather(*(self._pull(q, suspend=False) for q in queues))
-        messages = [m for batch in results for m in batch]
-        if not messages and queues:
-            results = await asyncio.gather(*(self._pull(q, suspend=True) for q in queues))
-            messages = [m for batch in results for m in batch]
+        while True:
+            located, waiting = await self._located_queues()
+            messages = await self._pull_each(located, suspend_s=None)
+            remaining_s = deadline - time.monotonic()
+            if messages or remaining_s <= 0:
+                break
+            if waiting:  # look for the missing routes again before long
+                remaining_s = min(remaining_s, ROUTE_RETRY_S)
+            if located:
+                messages = await self._pull_each(located, suspend_s=remaining_s)
+            else:  # nothing to read yet: look again soon (a route, a rebalance's queues)
+                await asyncio.sleep(min(remaining_s, ROUTE_RETRY_S))
+            if messages or time.monotonic() >= deadline:
+                break
         await self._auto_commit()
         return messages
 
-    async def _pull(self, queue: MessageQueue, *, suspend: bool) -> list[ReceivedMessage]:
+    async def _located_queues(self) -> tuple[list[MessageQueue], bool]:
+        """The assigned queues whose broker is known, each with a start position; and whether
+        any is still waiting for its topic's route."""
+        located, waiting = [], False
+        for queue in list(self.positions):
+            if await self.routes.broker_addr(queue) is None:
+                waiting = True
+                continue
+            if self.positions.get(queue, -1) < 0:
+                start = await self._start_position(queue)
+                if queue not in self.positions:
+                    continue  # let go of by a rebalance meanwhile
+                self.positions[queue] = start
+            located.append(queue)
+        return located, waiting
+
+    async def _pull_each(
+        self, queues: list[MessageQueue], *, suspend_s: float | None
+    ) -> list[ReceivedMessage]:
+        """Pull every queue at once. Held pulls (`suspend_s`) end together once one brings
+        messages or `suspend_s` passes. Positions move only here, after every pull is over, so
+        a pull abandoned (or a poll cancelled) loses nothing: a later poll reads it again. A
+        failure is raised only if no queue gave messages."""
+        if not queues:
+            return []
+        pulls = [asyncio.ensure_future(self._pull(q, suspend_s=suspend_s)) for q in queues]
+        try:
+            if suspend_s:
+                await _until_one_brings_messages(pulls, suspend_s)
+            else:
+                await asyncio.wait(pulls)  # each is answered at once
+        finally:
+            for p in pulls:
+                p.cancel()
+            outcomes = await asyncio.gather(*pulls, return_exceptions=True)
+        messages: list[ReceivedMessage] = []
+        failures = []
+        for queue, outcome in zip(queues, outcomes, strict=True):
+            if isinstance(outcome, PulledAt):
+                # Unless reassigned or sought while the pull was out: then its answer is stale.
+                if self.positions.get(queue) == outcome.position:
+                    self.positions[queue] = outcome.result.next_offset
+                    messages += outcome.result.messages
+            elif isinstance(outcome, Exception):  # not CancelledError: abandoned is no failure
+                failures.append(outcome)
+        if failures and not messages:
+            raise failures[0]
+        return messages
+
+    async def _pull(self, queue: MessageQueue, *, suspend_s: float | None) -> PulledAt | None:
         position = self.positions.get(queue, -1)
         if position < 0:
-            return []
+            return None
         subscription = self.member.subscriptions.get(queue.topic) or Subscription.of(
             queue.topic, self.subscription
         )
@@ -201,15 +263,12 @@ class PullConsumer:
             position,
             subscription,
             batch=self.batch,
-            suspend_s=self.poll_timeout_s if suspend else None,
+            suspend_s=suspend_s,
         )
         if result.stale_subscription:
             await self.member.heartbeat()
-            return []
-        if self.positions.get(queue) != position:
-            return []  # reassigned or sought while this pull was out: its answer is stale
-        self.positions[queue] = result.next_offset
-        return result.messages
+            return None
+        return PulledAt(position, result)
 
     async def _auto_commit(self) -> None:
         interval = self.auto_commit_interval_s
@@ -228,3 +287,30 @@ class PullConsumer:
     async def _commit_one(self, queue: MessageQueue, position: int) -> None:
         addr = await self.member.broker_of(queue)
         await commit_offset(self.remoting, addr, self.group, queue, position)
+
+
+@dataclass(frozen=True)
+class PulledAt:
+    """A pull's answer and the position it was asked at."""
+
+    position: int
+    result: PullResult
+
+
+async def _until_one_brings_messages(pulls: list[asyncio.Future[Any]], seconds: float) -> None:
+    """Wait until one of `pulls` answers with messages, all have answered, or `seconds` pass."""
+    deadline = time.monotonic() + seconds
+    pending = set(pulls)
+    while pending:
+        done, pending = await asyncio.wait(
+            pending,
+            timeout=max(deadline - time.monotonic(), 0),
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        if not done or any(_brought_messages(p) for p in done):
+            return
+
+
+def _brought_messages(pull: asyncio.Future[Any]) -> bool:
+    outcome = None if pull.exception() else pull.result()
+    return isinstance(outcome, PulledAt) and bool(outcome.result.messages)

@@ -4,6 +4,11 @@ queues are this member's (RocketMQ's RebalanceImpl with AllocateMessageQueueAver
 Queues and member ids are both sorted before allocating, exactly as the Java client does, so our
 consumers and stock ones can share a group without overlapping. A broker tells every member
 with NOTIFY_CONSUMER_IDS_CHANGED when the group changes; `maintain` then rebalances at once.
+
+Joining is the Java client's order: fresh routes, a heartbeat to every broker in them, a
+rebalance at once. A subscription whose route is not there yet (its topic auto-created a moment
+ago, or %RETRY%group, which the first heartbeat creates) is looked for again within a second,
+then less often; when it appears, its brokers get a heartbeat and the group rebalances.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import math
 import os
 import socket
 import time
@@ -20,7 +26,13 @@ from typing import Any
 
 import structlog
 
-from sidewinder.client.route_cache import ClientError, MessageQueue, RouteCache
+from sidewinder.client.route_cache import (
+    ROUTE_RETRY_S,
+    ClientError,
+    MessageQueue,
+    RouteCache,
+    TopicRoute,
+)
 from sidewinder.protocol import body
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
@@ -67,6 +79,11 @@ def allocate_averagely(
     return [queues[(start + i) % count] for i in range(min(size, count - start))]
 
 
+def masters_of(routes: Sequence[TopicRoute | None]) -> set[str]:
+    """The master addresses serving these routes (None: a topic with no route yet)."""
+    return {a for r in routes if r is not None for name in r.brokers if (a := r.master(name))}
+
+
 class _NotifyProcessor:
     def __init__(self, on_change: Callable[[], None]) -> None:
         self.on_change = on_change
@@ -103,7 +120,10 @@ class GroupMember:
         table.register(_NotifyProcessor(self.changed.set), RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)
         self.remoting = RemotingClient(table)
         self.routes = RouteCache(self.remoting, [a for a in namesrv_addr.split(";") if a])
-        self._brokers: set[str] = set()
+        self._brokers: set[str] = set()  # every broker we heartbeated: told when we leave
+        self._heard_by: set[str] = set()  # the ones that took the last heartbeat
+        self._last_heartbeat = -math.inf
+        self._unlisted = False  # the brokers did not list us at the last rebalance
 
     def subscribe(self, topic: str, expression: str = "*", expression_type: str = "TAG") -> None:
         self.subscriptions[topic] = Subscription.of(
@@ -129,14 +149,13 @@ class GroupMember:
         return json.dumps(data).encode()
 
     async def heartbeat(self) -> None:
-        """HEART_BEAT to every master serving a subscribed topic; unreachable ones are skipped."""
-        addresses: set[str] = set()
-        for topic in self.subscriptions:
-            route = await self.routes.route(topic)  # my_queues refreshes it every rebalance
-            if route is not None:
-                addresses.update(a for name in route.brokers if (a := route.master(name)))
+        """HEART_BEAT to every master serving a subscribed topic (cached routes; a rebalance
+        refreshes them); unreachable ones are skipped, and tried again at the next rebalance."""
+        addresses = masters_of([await self.routes.route(topic) for topic in self.subscriptions])
         self._brokers |= addresses
+        self._last_heartbeat = time.monotonic()
         payload = self.heartbeat_body()
+        heard_by = set()
         for addr in sorted(addresses):
             request = RemotingCommand.request(RequestCode.HEART_BEAT, None, payload)
             try:
@@ -146,6 +165,9 @@ class GroupMember:
                 continue
             if reply.code != ResponseCode.SUCCESS:
                 log.warning("client.heartbeat_refused", broker=addr, code=reply.code)
+                continue
+            heard_by.add(addr)
+        self._heard_by = heard_by
 
     async def members(self, topic: str) -> list[str]:
         """The group's client ids as one broker serving `topic` knows them."""
@@ -186,15 +208,27 @@ class GroupMember:
             mine[topic] = allocate_averagely(route.read_queues, members, self.client_id)
         return mine
 
-    async def my_queues(self) -> set[MessageQueue] | None:
-        """This member's queues of every subscribed topic, from fresh routes (None: not yet
-        known to the brokers)."""
-        for topic in self.subscriptions:
-            await self.routes.route(topic, refresh=True)
+    async def rebalance(
+        self, apply: Callable[[set[MessageQueue]], Awaitable[None]], *, heartbeat: bool = False
+    ) -> bool:
+        """One rebalance from fresh routes, calling `apply(queues)` once the brokers list us.
+
+        Heartbeats first when asked, when a broker serving a subscription has not taken our
+        heartbeat (its route just appeared: a topic auto-created by the send before us, or
+        %RETRY%group created by our first heartbeat), or when the brokers did not list us last
+        time: asking a broker for the group's members before it heard of us gives nothing.
+        True when settled: every subscription has a route and the group lists us.
+        """
+        self.changed.clear()  # a change from now on calls for another rebalance
+        routes = [await self.routes.route(topic, refresh=True) for topic in self.subscriptions]
+        if heartbeat or self._unlisted or not masters_of(routes) <= self._heard_by:
+            await self.heartbeat()
         allocation = await self.allocation()
+        self._unlisted = allocation is None
         if allocation is None:
-            return None
-        return {q for queues in allocation.values() for q in queues}
+            return False
+        await apply({q for queues in allocation.values() for q in queues})
+        return None not in routes
 
     async def maintain(
         self,
@@ -203,30 +237,40 @@ class GroupMember:
         running: Callable[[], bool],
         rebalance_interval_s: float,
         heartbeat_interval_s: float,
+        settled: bool,
     ) -> None:
         """Until `running()` turns false: rebalance every interval and whenever the group
-        changes, calling `apply(queues)`; heartbeat every `heartbeat_interval_s`."""
-        last_heartbeat = time.monotonic()
+        changes, calling `apply(queues)`; heartbeat every `heartbeat_interval_s`. While not
+        `settled` (a route or our membership still missing) rebalance again soon, backing off
+        from ROUTE_RETRY_S to the interval, so a route that appears late is used at once."""
+        retry_s = ROUTE_RETRY_S
+
+        async def apply_while_running(queues: set[MessageQueue]) -> None:
+            if running():
+                await apply(queues)
+
         while running():
+            wait_s = rebalance_interval_s if settled else retry_s
+            heartbeat_due_in = self._last_heartbeat + heartbeat_interval_s - time.monotonic()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), rebalance_interval_s)
-            self.changed.clear()
+                await asyncio.wait_for(self.changed.wait(), max(min(wait_s, heartbeat_due_in), 0))
+            if not running():
+                return
+            due = time.monotonic() - self._last_heartbeat >= heartbeat_interval_s
             try:
-                if time.monotonic() - last_heartbeat >= heartbeat_interval_s:
-                    await self.heartbeat()
-                    last_heartbeat = time.monotonic()
-                mine = await self.my_queues()
-                if mine is not None and running():
-                    await apply(mine)
+                settled = await self.rebalance(apply_while_running, heartbeat=due)
             except (ClientError, RemotingError, OSError) as exc:
                 log.warning("client.rebalance_failed", group=self.group, error=str(exc))
-                await asyncio.sleep(1)  # the cluster is unreachable for now: try again later
+                settled = False  # the cluster is unreachable for now: try again later
+            retry_s = ROUTE_RETRY_S if settled else min(retry_s * 2, rebalance_interval_s)
 
     async def broker_of(self, queue: MessageQueue) -> str:
-        route = await self.routes.route(queue.topic)
-        addr = route.master(queue.broker_name) if route else None
+        addr = await self.routes.broker_addr(queue)
         if addr is None:
-            raise ClientError(ResponseCode.SERVICE_NOT_AVAILABLE, f"no broker {queue.broker_name}")
+            raise ClientError(
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+                f"no route to {queue.broker_name} for topic {queue.topic} (yet)",
+            )
         return addr
 
     async def unregister(self) -> None:

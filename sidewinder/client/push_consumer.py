@@ -169,16 +169,15 @@ class PushConsumer:
                 self.consume_concurrency, thread_name_prefix=f"consume-{self.group}"
             )
         self._running = True
-        await self.member.heartbeat()
-        mine = await self.member.my_queues()
-        if mine is not None:
-            await self._apply(mine)
+        # As the Java client: routes, a heartbeat to every broker in them, a rebalance at once.
+        settled = await self.member.rebalance(self._apply, heartbeat=True)
         loop = asyncio.get_running_loop()
         maintain = self.member.maintain(
             self._apply,
             running=lambda: self._running,
             rebalance_interval_s=self.rebalance_interval_s,
             heartbeat_interval_s=self.heartbeat_interval_s,
+            settled=settled,
         )
         self._tasks = [loop.create_task(maintain), loop.create_task(self._persist_loop())]
 

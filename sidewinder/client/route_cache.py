@@ -1,7 +1,14 @@
-"""Topic routes from the name servers, cached (the client's MQClientInstance route table)."""
+"""Topic routes from the name servers, cached (the client's MQClientInstance route table).
+
+A topic a send just auto-created has no route for a moment: its broker registers it with the
+name servers after creating it. `route` answers None then, and `broker_addr` looks again at
+most every ROUTE_RETRY_S, so callers can wait for it without asking in a tight loop.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import math
 import random
 import time
 from dataclasses import dataclass
@@ -16,6 +23,7 @@ from sidewinder.remoting.connection import RemotingError
 AUTO_CREATE_TOPIC = "TBW102"
 MASTER_ID = 0
 PERM_READ, PERM_WRITE = 4, 2
+ROUTE_RETRY_S = 0.5
 
 
 class ClientError(Exception):
@@ -75,6 +83,7 @@ class RouteCache:
         self.namesrv_addrs = namesrv_addrs
         self.ttl_s = ttl_s
         self.routes: dict[str, TopicRoute] = {}
+        self._looked_up_at: dict[str, float] = {}  # when broker_addr last asked, per topic
 
     async def route(self, topic: str, *, refresh: bool = False) -> TopicRoute | None:
         cached = self.routes.get(topic)
@@ -92,6 +101,32 @@ class RouteCache:
         route = parse_route(topic, reply.body_bytes)
         self.routes[topic] = route
         return route
+
+    async def broker_addr(self, queue: MessageQueue) -> str | None:
+        """The master serving `queue`, or None while the name servers do not know it yet. A
+        miss, or a route past its TTL, is looked up again, at most every ROUTE_RETRY_S."""
+        route = self.routes.get(queue.topic)
+        addr = route.master(queue.broker_name) if route else None
+        now = time.monotonic()
+        fresh = route is not None and now - route.fetched_at < self.ttl_s
+        may_ask = now - self._looked_up_at.get(queue.topic, -math.inf) >= ROUTE_RETRY_S
+        if (addr is None or not fresh) and may_ask:
+            self._looked_up_at[queue.topic] = now
+            try:
+                route = await self.route(queue.topic, refresh=True)
+            except ClientError:
+                if addr is None:
+                    raise
+                return addr  # no name server answered: the route we had still serves
+            addr = route.master(queue.broker_name) if route else None
+        return addr
+
+    async def wait_broker_addr(self, queue: MessageQueue, timeout_s: float) -> str | None:
+        """`broker_addr`, waiting up to `timeout_s` for a route that is not there yet."""
+        deadline = time.monotonic() + timeout_s
+        while (addr := await self.broker_addr(queue)) is None and time.monotonic() < deadline:
+            await asyncio.sleep(min(ROUTE_RETRY_S, max(deadline - time.monotonic(), 0)))
+        return addr
 
     async def _ask_any(self, request: RemotingCommand) -> RemotingCommand:
         errors = []

@@ -101,8 +101,9 @@ class PullConsumer(_Blocking[consumer.PullConsumer]):
     def seek(self, queue: MessageQueue, offset: int) -> None:
         self._call(self._client.seek(queue, offset))
 
-    def poll(self) -> list[ReceivedMessage]:
-        return self._call(self._client.poll())
+    def poll(self, timeout_s: float | None = None) -> list[ReceivedMessage]:
+        """Blocks up to `timeout_s` seconds (None: `poll_timeout_s`, 5 s); see the async one."""
+        return self._call(self._client.poll(timeout_s))
 
     def commit(self) -> None:
         self._call(self._client.commit())
