@@ -86,7 +86,7 @@ class BrokerApp:
         send_back = SendBackProcessor(
             config, self.store, self.topics, self.groups, max(levels, default=0)
         )
-        send_back.topics_changed = self._metadata_changed  # type: ignore[method-assign]
+        send_back.topics_changed = self._metadata_saved  # type: ignore[method-assign]
         pull = PullProcessor(
             config, self.store, self.topics, self.groups, self.clients, self.offsets, self.holds
         )
@@ -94,7 +94,7 @@ class BrokerApp:
         admin = AdminProcessor(
             config, self.store, self.topics, self.groups, self.offsets, self.clients
         )
-        send.topics_changed = self._metadata_changed  # type: ignore[method-assign]
+        send.topics_changed = self._metadata_saved  # type: ignore[method-assign]
         client_manage.metadata_changed = self._metadata_changed  # type: ignore[method-assign]
         admin.metadata_changed = self._metadata_saved  # type: ignore[method-assign]
         table = build_routes(

@@ -13,6 +13,7 @@ from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import (
     SEND_V2_NAMES,
+    GetRouteInfoRequestHeader,
     PullMessageRequestHeader,
     QueryConsumerOffsetRequestHeader,
     SendMessageRequestHeader,
@@ -138,3 +139,32 @@ def test_an_unknown_topic_when_auto_create_is_off(
         remoting.close()
     assert reply.code == ResponseCode.TOPIC_NOT_EXIST
     assert "not exist" in (reply.remark or "")
+
+
+def test_a_send_that_creates_a_topic_answers_once_the_name_server_knows_it(
+    client: SyncRemotingClient, target: ClusterTarget
+) -> None:
+    """A consumer started the moment the producer hears back must find the new topic's route.
+    RocketMQ 4.9 registers an auto-created topic before it answers the send, but oneway, so the
+    name server usually (not always) has it by then; Sidewinder answers only once it has."""
+
+    def route_code(topic: str) -> int:
+        return client.invoke(
+            target.namesrv_addr,
+            RemotingCommand.request(
+                RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic).to_ext()
+            ),
+            5,
+        ).code
+
+    for _ in range(5):
+        topic = unique("CreatedBySend")
+        assert send(client, target, topic).code == ResponseCode.SUCCESS
+        code = route_code(topic)
+        if target.kind == "sidewinder":
+            assert code == ResponseCode.SUCCESS, topic
+        deadline = time.monotonic() + 1
+        while code != ResponseCode.SUCCESS and time.monotonic() < deadline:
+            time.sleep(0.01)
+            code = route_code(topic)
+        assert code == ResponseCode.SUCCESS, topic

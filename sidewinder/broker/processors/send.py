@@ -94,7 +94,24 @@ class SendProcessor:
         if refusal is not None:
             return refusal
         topic = self.topics.get(header.topic)
-        assert topic is not None
+        if topic is None:
+            topic = self.topics.create_for_send(
+                header.topic, header.default_topic, header.default_topic_queue_nums
+            )
+            if topic is not None:
+                # As RocketMQ's createTopicInSendMessageMethod: the name servers know the new
+                # topic before the producer hears back, so a consumer started next finds it.
+                await self.topics_changed()
+        if topic is None:
+            return request.reply(
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic[{header.topic}] not exist, apply first please!{FAQ}",
+            )
+        if not topic.perm & PERM_WRITE:
+            return request.reply(
+                ResponseCode.NO_PERMISSION,
+                f"the topic[{header.topic}] sending message is forbidden",
+            )
         queue_id = header.queue_id
         if queue_id < 0:
             queue_id = random.randrange(max(topic.write_queue_nums, 1))
@@ -154,27 +171,11 @@ class SendProcessor:
                 ResponseCode.NO_PERMISSION,
                 f"Sending message to topic[{header.topic}] is forbidden.",
             )
-        topic = self.topics.get(header.topic)
-        if topic is None:
-            topic = self.topics.create_for_send(
-                header.topic, header.default_topic, header.default_topic_queue_nums
-            )
-            if topic is not None:
-                self.topics_changed()
-        if topic is None:
-            return request.reply(
-                ResponseCode.TOPIC_NOT_EXIST,
-                f"topic[{header.topic}] not exist, apply first please!{FAQ}",
-            )
-        if not topic.perm & PERM_WRITE:
-            return request.reply(
-                ResponseCode.NO_PERMISSION,
-                f"the topic[{header.topic}] sending message is forbidden",
-            )
         return None
 
-    def topics_changed(self) -> None:
-        """Replaced by the app: persist topics and tell the name servers."""
+    async def topics_changed(self) -> None:
+        """Replaced by the app: persist topics and tell the name servers, returning once the
+        name servers know."""
 
     def _message(
         self,

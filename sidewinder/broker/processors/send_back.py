@@ -35,8 +35,9 @@ class SendBackProcessor:
         self.groups = groups
         self.max_delay_level = max_delay_level
 
-    def topics_changed(self) -> None:
-        """Replaced by the app."""
+    async def topics_changed(self) -> None:
+        """Replaced by the app: persist topics and tell the name servers (awaited, as a send
+        that creates a topic is)."""
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = ConsumerSendMsgBackRequestHeader.from_ext(request.ext_fields)
@@ -83,7 +84,7 @@ class SendBackProcessor:
                 delay if delay > 0 else 3 + record.reconsume_times
             )
         if len(self.topics.topics) != before:
-            self.topics_changed()
+            await self.topics_changed()
         origin = header.origin_msg_id or encode_offset_msg_id(
             record.store_host.address, record.store_host.port, record.phy_offset
         )
