@@ -29,6 +29,7 @@ from sidewinder.protocol.message import (
     encode_properties,
 )
 from sidewinder.protocol.record import (
+    TRANSACTION_TYPE_MASK,
     MessageRecord,
     MessageToStore,
     encode_record,
@@ -41,6 +42,11 @@ log = structlog.get_logger(__name__)
 
 PREPARED, COMMIT, ROLLBACK = 0x4, 0x8, 0xC
 REMOVE_TAG = "d"
+# What RocketMQ 4.9 stores on an op record: the TAGS and the WAIT=true of the Message it builds
+# (its WAIT=false comes after the stored properties were made).
+OP_PROPERTIES = encode_properties(
+    {MessageConst.TAGS: REMOVE_TAG, MessageConst.WAIT_STORE_MSG_OK: "true"}, trailing=False
+)
 
 
 def to_half(message: MessageToStore) -> MessageToStore:
@@ -54,6 +60,22 @@ def to_half(message: MessageToStore) -> MessageToStore:
         queue_id=0,
         sys_flag=message.sys_flag & ~0xC,
         properties=encode_properties(props, trailing=False),
+    )
+
+
+def committed_message(half: MessageRecord) -> MessageToStore:
+    """The real message of a committed half (EndTransactionProcessor.endMessageTransaction): in
+    REAL_TOPIC / REAL_QID, type COMMIT, pointing at the half, with the half's properties as
+    they are. RocketMQ clears TRAN_MSG, REAL_TOPIC and REAL_QID only in the map, after it built
+    the stored properties: consumers of a committed message see all three."""
+    props = half.properties()
+    return message_from_record(
+        half,
+        topic=props.get(MessageConst.REAL_TOPIC, half.topic),
+        queue_id=int(props.get(MessageConst.REAL_QUEUE_ID, "0")),
+        properties=bytes(half.properties_bytes),
+        sys_flag=(half.sys_flag & ~TRANSACTION_TYPE_MASK) | COMMIT,
+        prepared_transaction_offset=half.phy_offset,
     )
 
 
@@ -93,22 +115,12 @@ class Transactions:
         """Commit (put the real message) or roll back a half message; record the op."""
         result = None
         if commit:
-            props = half.properties()
-            props.pop(MessageConst.TRANSACTION_PREPARED, None)
-            real = message_from_record(
-                half,
-                topic=props.get(MessageConst.REAL_TOPIC, half.topic),
-                queue_id=int(props.get(MessageConst.REAL_QUEUE_ID, "0")),
-                properties=props,
-                sys_flag=(half.sys_flag & ~0xC) | COMMIT,
-                prepared_transaction_offset=half.phy_offset,
-            )
-            result = await self.store.put_message(real)
+            result = await self.store.put_message(committed_message(half))
         op = MessageToStore(
             topic=TRANS_OP_HALF_TOPIC.encode(),
             queue_id=0,
             body=str(half.queue_offset).encode(),
-            properties=encode_properties({MessageConst.TAGS: REMOVE_TAG}, trailing=False),
+            properties=OP_PROPERTIES,
             store_host=half.store_host,
             born_host=half.store_host,
             born_timestamp=int(time.time() * 1000),
