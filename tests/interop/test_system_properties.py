@@ -336,6 +336,7 @@ def test_consumer_fallback_send_to_the_retry_topic(
             bornHost=str(scheduled.born_host),
         ),
     )
+    diffs.check()  # a dead letter is only worth awaiting once its schedule record names %DLQ%
     dead = reader.wait_for(dlq_topic, [0], by_uniq_key(sent[2]["msgId"]))
     diffs.compare(
         "fallback at the maximum, in %DLQ%",
@@ -389,7 +390,11 @@ def test_delayed_message(target: ClusterTarget, reader: RecordReader, diffs: Dif
 
 @pytest.mark.parametrize("answer", ["commit", "rollback"])
 def test_transaction(
-    target: ClusterTarget, reader: RecordReader, diffs: Differences, answer: str
+    target: ClusterTarget,
+    client: SyncRemotingClient,
+    reader: RecordReader,
+    diffs: Differences,
+    answer: str,
 ) -> None:
     topic = new_topic(target, "TxProps")
     group = unique("TXG")
@@ -463,6 +468,26 @@ def test_transaction(
             queueId=sent["queueId"],
             sysFlag=COMMIT,
             preparedTransactionOffset=half.phy_offset,
+        ),
+    )
+    # Sent back, a committed message keeps its COMMIT type (so CommitLog still delays it) but
+    # no longer points at the half.
+    retry_topic = f"%RETRY%{unique('CG')}"
+    send_back(
+        client, target, committed, group=retry_topic.removeprefix("%RETRY%"), delay_level=1,
+        max_reconsume_times=DEFAULT_MAX_RECONSUME_TIMES, origin_topic=topic,
+    )  # fmt: skip
+    scheduled = reader.wait_for(SCHEDULE_TOPIC, [0], is_ours)
+    diffs.compare(
+        "committed, sent back, scheduled",
+        scheduled,
+        expect(
+            committed,
+            sent_back_properties(committed, "1", scheduled_for=retry_topic),
+            topic=SCHEDULE_TOPIC,
+            queueId=0,
+            reconsumeTimes=1,
+            preparedTransactionOffset=0,
         ),
     )
     diffs.check()
