@@ -115,6 +115,9 @@ class Differences:
                     f"RocketMQ stores {expected.get(name, ABSENT)!r}"
                 )
 
+    def add(self, difference: str) -> None:
+        self.found.append(difference)
+
     def check(self) -> None:
         assert not self.found, "\n".join(["stored records differ:", *self.found])
 

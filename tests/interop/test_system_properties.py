@@ -388,7 +388,7 @@ def test_delayed_message(target: ClusterTarget, reader: RecordReader, diffs: Dif
     diffs.check()
 
 
-@pytest.mark.parametrize("answer", ["commit", "rollback"])
+@pytest.mark.parametrize("answer", ["commit", "rollback", "unknown-commit", "unknown-rollback"])
 def test_transaction(
     target: ClusterTarget,
     client: SyncRemotingClient,
@@ -429,10 +429,16 @@ def test_transaction(
     )
     # Commit and rollback each mark the half settled: an op record whose body is its offset.
     # Both brokers put the committed message first, so it lies between the half and the op.
-    walked = reader.walk_until(
-        half,
-        lambda r: r.topic == OP_HALF_TOPIC and bytes(r.body) == str(half.queue_offset).encode(),
-    )
+    # A check first puts the half again, TRANSACTION_CHECK_TIMES counted up, and the verdict
+    # then settles that copy (putBackHalfMsgQueue).
+    halves = {half.queue_offset: half}
+
+    def settles_ours(record: MessageRecord) -> bool:
+        if record.topic == HALF_TOPIC and is_ours(record):
+            halves[record.queue_offset] = record
+        return record.topic == OP_HALF_TOPIC and bytes(record.body).decode() in map(str, halves)
+
+    walked = reader.walk_until(half, settles_ours)
     op = walked[-1]
     diffs.compare(
         f"{answer} op",
@@ -449,8 +455,27 @@ def test_transaction(
             bornHost=str(op.store_host),
         ),
     )
+    copies = [r for r in walked if r.topic == HALF_TOPIC and is_ours(r)]
+    for checks, copy in enumerate(copies, 1):
+        diffs.compare(
+            f"{answer} half, checked {checks}",
+            copy,
+            expect(
+                half,
+                {**half_props, Prop.TRANSACTION_CHECK_TIMES: str(checks)},
+                topic=HALF_TOPIC,
+                queueId=0,
+            ),
+        )
+    settled = halves[int(bytes(op.body))]
+    if answer.startswith("unknown-") and (not copies or settled is not copies[-1]):
+        diffs.add(
+            f"{answer}: the verdict settled half offset {settled.queue_offset} of "
+            f"{sorted(halves)}; RocketMQ asks about a checked copy, and settles that"
+        )
+    settled_props = settled.properties() if settled is not half else half_props
     real = [r for r in walked if r.topic == topic and is_ours(r)]
-    if answer == "rollback":
+    if answer.endswith("rollback"):
         assert not real
         assert not reader.all_matching(topic, range(QUEUES), is_ours)
         diffs.check()
@@ -462,12 +487,12 @@ def test_transaction(
         "committed",
         committed,
         expect(
-            half,
-            half_props,
+            settled,
+            settled_props,
             topic=topic,
             queueId=sent["queueId"],
             sysFlag=COMMIT,
-            preparedTransactionOffset=half.phy_offset,
+            preparedTransactionOffset=settled.phy_offset,
         ),
     )
     # Sent back, a committed message keeps its COMMIT type (so CommitLog still delays it) but
