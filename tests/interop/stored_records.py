@@ -206,7 +206,7 @@ class RecordReader:
                     return walked
                 offset += found.total_size
                 continue
-            if isinstance(found, BlankRecord):  # RocketMQ shows a segment's blank tail
+            if isinstance(found, BlankRecord):  # RocketMQ returns a blank tail as it is
                 offset += found.total_size
                 continue
             # Nothing here: the end of the CommitLog (wait), or a segment's tail that this
