@@ -82,7 +82,7 @@ class BrokerApp:
         self.transactions = Transactions(config, self.store, self.topics, self.clients)
         levels = parse_delay_levels(config.store.message_delay_level)
         self.schedule = ScheduleService(self.store, config_dir, levels)
-        send = SendProcessor(config, self.store, self.topics, max(levels, default=0))
+        send = SendProcessor(config, self.store, self.topics, self.groups, max(levels, default=0))
         send_back = SendBackProcessor(
             config, self.store, self.topics, self.groups, max(levels, default=0)
         )

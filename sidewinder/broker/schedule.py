@@ -19,7 +19,7 @@ import structlog
 from sidewinder.broker.metadata import JsonTable
 from sidewinder.broker.topics import SCHEDULE_TOPIC
 from sidewinder.protocol.message import MessageConst, decode_properties, encode_properties
-from sidewinder.protocol.record import MessageToStore, message_from_record
+from sidewinder.protocol.record import MessageRecord, MessageToStore, message_from_record
 from sidewinder.store.message_store import MessageStore, PutStatus
 
 log = structlog.get_logger(__name__)
@@ -48,6 +48,21 @@ def schedule_for_delay(message: MessageToStore, max_level: int) -> MessageToStor
         topic=SCHEDULE_TOPIC.encode(),
         queue_id=level - 1,
         properties=encode_properties(props, trailing=False),
+    )
+
+
+def message_timeup(record: MessageRecord) -> MessageToStore:
+    """The real message of a due schedule record (ScheduleMessageService.messageTimeup): put into
+    REAL_TOPIC / REAL_QID with the schedule record's properties as they are. RocketMQ clears
+    DELAY only in the map that decides whether to delay again, after it built the stored
+    properties: consumers of a delayed message see DELAY, REAL_TOPIC and REAL_QID."""
+    props = record.properties()
+    return message_from_record(
+        record,
+        topic=props.get(MessageConst.REAL_TOPIC, record.topic),
+        queue_id=int(props.get(MessageConst.REAL_QUEUE_ID, "0")),
+        properties=bytes(record.properties_bytes),
+        prepared_transaction_offset=0,
     )
 
 
@@ -103,14 +118,7 @@ class ScheduleService:
                 return min((due - now_ms) / 1000, IDLE_CHECK_S * 10)
             record = self.store.lookup_message_by_offset(entry.phy_offset)
             if record is not None:
-                props = record.properties()
-                props.pop(MessageConst.DELAY_TIME_LEVEL, None)
-                real = message_from_record(
-                    record,
-                    topic=props.get(MessageConst.REAL_TOPIC, record.topic),
-                    queue_id=int(props.get(MessageConst.REAL_QUEUE_ID, "0")),
-                    properties=props,
-                )
+                real = message_timeup(record)
                 result = await self.store.put_message(real)
                 if result.status is not PutStatus.PUT_OK:
                     log.warning("schedule.redeliver_failed", level=level, status=result.status.name)

@@ -20,6 +20,7 @@ TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+DLQ_QUEUES_PER_GROUP = 1
 TOPIC_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_MAX_LENGTH = 127
 
@@ -174,3 +175,7 @@ class TopicTable:
         created = TopicConfig(topic, queue_nums, queue_nums, PERM_READ | PERM_WRITE)
         self.upsert(created)
         return created
+
+    def create_dlq_topic(self, group: str) -> TopicConfig:
+        """%DLQ%group, with its one queue."""
+        return self.create_retry_topic(f"{DLQ_GROUP_TOPIC_PREFIX}{group}", DLQ_QUEUES_PER_GROUP)

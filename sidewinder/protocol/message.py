@@ -75,6 +75,23 @@ def property_value(data: bytes | bytearray | memoryview, name: str) -> str | Non
     return None
 
 
+def without_property(data: bytes, name: str) -> bytes:
+    """`data` less the property `name`, the other pairs untouched (byte for byte, in order), with
+    no decoding: the send path drops WAIT from nearly every message this way."""
+    needle = name.encode() + b"\x01"
+    start = 0
+    while (at := data.find(needle, start)) != -1:
+        if at and data[at - 1] != 2:  # the tail of another name
+            start = at + 1
+            continue
+        end = data.find(b"\x02", at)
+        if end == -1:  # the last pair: its separator is the one before it
+            return data[: max(at - 1, 0)]
+        data = data[:at] + data[end + 1 :]
+        start = at
+    return data
+
+
 # 31**k mod 2**32, newest power last: a hash is one C-level sum over the code units.
 _POWERS_31 = [pow(31, k, 1 << 32) for k in range(1024)]
 _POWERS_31.reverse()

@@ -94,3 +94,27 @@ def test_one_property_reads_as_the_whole_decode_does(props: dict[str, str], name
     from sidewinder.protocol.message import property_value
 
     assert property_value(encode_properties(props), name) == props.get(name)
+
+
+@given(st.dictionaries(names, values, max_size=10), names, st.booleans())
+def test_without_property_drops_one_and_keeps_the_rest(
+    props: dict[str, str], name: str, trailing: bool
+) -> None:
+    from sidewinder.protocol.message import without_property
+
+    data = encode_properties(props, trailing=trailing)
+    rest = {k: v for k, v in props.items() if k != name}
+    # The same pairs in the same order, as if encoded without it.
+    assert without_property(data, name) in (
+        encode_properties(rest, trailing=trailing),
+        encode_properties(rest, trailing=False),
+    )
+
+
+def test_without_property_matches_whole_names_only() -> None:
+    from sidewinder.protocol.message import without_property
+
+    data = b"XWAIT\x01a\x02WAIT\x01true\x02KEYS\x01k"
+    assert without_property(data, "WAIT") == b"XWAIT\x01a\x02KEYS\x01k"
+    assert without_property(b"WAIT\x01true", "WAIT") == b""
+    assert without_property(b"KEYS\x01k\x02WAIT\x01true", "WAIT") == b"KEYS\x01k"

@@ -36,6 +36,7 @@ class EndTransactionProcessor:
             return request.reply(
                 ResponseCode.SYSTEM_ERROR, "The transaction state table offset wrong"
             )
+        half = self.transactions.current(half)
         if half.queue_offset in self.transactions.settled:
             return request.reply(ResponseCode.SUCCESS)
         result = await self.transactions.settle(half, commit=header.commit_or_rollback == COMMIT)

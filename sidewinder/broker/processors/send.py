@@ -6,10 +6,12 @@ import functools
 import ipaddress
 import random
 import struct
+from dataclasses import replace
 
 from sidewinder.broker.config import PERM_WRITE, BrokerConfig
+from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.schedule import schedule_for_delay
-from sidewinder.broker.topics import TopicTable, topic_name_problem
+from sidewinder.broker.topics import RETRY_GROUP_TOPIC_PREFIX, TopicTable, topic_name_problem
 from sidewinder.broker.transactions import to_half
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
@@ -18,7 +20,7 @@ from sidewinder.protocol.headers import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
 )
-from sidewinder.protocol.message import MessageConst
+from sidewinder.protocol.message import MessageConst, without_property
 from sidewinder.protocol.record import Host, MessageToStore
 from sidewinder.remoting.dispatch import RequestContext
 from sidewinder.store.message_store import MessageStore, PutResult, PutStatus
@@ -78,12 +80,14 @@ class SendProcessor:
         config: BrokerConfig,
         store: MessageStore,
         topics: TopicTable,
+        groups: SubscriptionGroups,
         max_delay_level: int = 0,
     ) -> None:
         self.max_delay_level = max_delay_level
         self.config = config
         self.store = store
         self.topics = topics
+        self.groups = groups
         self.store_host = host_of(config.broker_addr)
         self.cluster_property = f"{MessageConst.CLUSTER}\x01{config.broker_cluster_name}".encode()
 
@@ -129,31 +133,52 @@ class SendProcessor:
             if not entries:
                 return request.reply(ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
             messages = [
-                self._message(header, queue_id, flag, body, props, born)
+                self._message(header, header.topic, queue_id, flag, body, props, born)
                 for flag, body, props in entries
             ]
             result = await self.store.put_messages(messages)
         else:
-            message = self._message(
-                header,
-                queue_id,
-                header.flag,
-                request.body_bytes,
-                (header.properties or "").encode(),
-                born,
-            )
-            if _is_half(header):
-                if self.config.reject_transaction_message:
-                    return request.reply(
-                        ResponseCode.NO_PERMISSION,
-                        f"the broker[{self.config.broker_ip1}] sending transaction message is "
-                        "forbidden",
-                    )
-                message = to_half(message)
-            elif self.max_delay_level:
-                message = schedule_for_delay(message, self.max_delay_level)
+            known_topics = len(self.topics.topics)
+            message = self._single_message(request, header, queue_id, born)
+            if len(self.topics.topics) != known_topics:
+                await self.topics_changed()  # a %DLQ% topic made for this send
+            if isinstance(message, RemotingCommand):
+                return message
             result = await self.store.put_message(message)
         return self._reply(request, result, queue_id)
+
+    def _single_message(
+        self,
+        request: RemotingCommand,
+        header: SendMessageRequestHeader,
+        queue_id: int,
+        born: Host,
+    ) -> MessageToStore | RemotingCommand:
+        """What a single send stores (a half, a delayed or a plain message), or the refusal."""
+        topic = header.topic
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # RocketMQ 4.9 does this for no batch
+            dead_letter = self._dead_letter_at_max(request, header)
+            if isinstance(dead_letter, RemotingCommand):
+                return dead_letter
+            if dead_letter is not None:
+                topic, queue_id = dead_letter, 0
+        message = self._message(
+            header,
+            topic,
+            queue_id,
+            header.flag,
+            request.body_bytes,
+            (header.properties or "").encode(),
+            born,
+        )
+        if not _is_half(header):
+            return self._delayed_or_plain(message)
+        if self.config.reject_transaction_message:
+            return request.reply(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.config.broker_ip1}] sending transaction message is forbidden",
+            )
+        return to_half(message)
 
     def _check(
         self, request: RemotingCommand, header: SendMessageRequestHeader
@@ -177,9 +202,45 @@ class SendProcessor:
         """Replaced by the app: persist topics and tell the name servers, returning once the
         name servers know."""
 
+    def _dead_letter_at_max(
+        self, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> str | RemotingCommand | None:
+        """A send to %RETRY%group (a consumer's fallback when CONSUMER_SEND_MSG_BACK failed)
+        that has been consumed maxReconsumeTimes goes to %DLQ%group instead: its name, None to
+        keep the retry topic, or the refusal (handleRetryAndDLQ)."""
+        group_name = header.topic.removeprefix(RETRY_GROUP_TOPIC_PREFIX)
+        group = self.groups.find(group_name)
+        if group is None:
+            return request.reply(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {group_name} {FAQ}",
+            )
+        max_times = (
+            header.max_reconsume_times
+            if header.max_reconsume_times is not None
+            else group.retry_max_times
+        )
+        if (header.reconsume_times or 0) < max_times:
+            return None
+        return self.topics.create_dlq_topic(group_name).topic_name
+
+    def _delayed_or_plain(self, message: MessageToStore) -> MessageToStore:
+        """Into the schedule topic when DELAY asks for it; a plain message is stored without
+        the WAIT property, as RocketMQ 4.9 stores it (a delayed one keeps it: CommitLog
+        rebuilds the properties from the map the send processor had put WAIT back into)."""
+        if self.max_delay_level:
+            scheduled = schedule_for_delay(message, self.max_delay_level)
+            if scheduled is not message:
+                return scheduled
+        properties = without_property(message.properties, MessageConst.WAIT_STORE_MSG_OK)
+        if properties is message.properties:
+            return message
+        return replace(message, properties=properties)
+
     def _message(
         self,
         header: SendMessageRequestHeader,
+        topic: str,
         queue_id: int,
         flag: int,
         body: bytes,
@@ -187,7 +248,7 @@ class SendProcessor:
         born: Host,
     ) -> MessageToStore:
         return MessageToStore(
-            topic=header.topic.encode(),
+            topic=topic.encode(),
             queue_id=queue_id,
             body=body,
             properties=self._with_cluster(properties),

@@ -8,7 +8,7 @@ import random
 from sidewinder.broker.config import PERM_WRITE, BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.schedule import schedule_for_delay
-from sidewinder.broker.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, TopicTable
+from sidewinder.broker.topics import RETRY_GROUP_TOPIC_PREFIX, TopicTable
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import ConsumerSendMsgBackRequestHeader
@@ -16,8 +16,6 @@ from sidewinder.protocol.message import MessageConst, encode_offset_msg_id
 from sidewinder.protocol.record import message_from_record
 from sidewinder.remoting.dispatch import RequestContext
 from sidewinder.store.message_store import MessageStore, PutStatus
-
-DLQ_QUEUES_PER_GROUP = 1
 
 
 class SendBackProcessor:
@@ -70,11 +68,10 @@ class SendBackProcessor:
         delay = header.delay_level
         before = len(self.topics.topics)
         if record.reconsume_times >= max_times or delay < 0:
-            topic = self.topics.create_retry_topic(
-                f"{DLQ_GROUP_TOPIC_PREFIX}{header.group}", DLQ_QUEUES_PER_GROUP
-            )
+            topic = self.topics.create_dlq_topic(header.group)
             queue_id = 0
-            props.pop(MessageConst.DELAY_TIME_LEVEL, None)
+            # RocketMQ's setDelayTimeLevel(0): the dead letter says DELAY 0, and is not delayed.
+            props[MessageConst.DELAY_TIME_LEVEL] = "0"
         else:
             topic = self.topics.create_retry_topic(
                 f"{RETRY_GROUP_TOPIC_PREFIX}{header.group}", group.retry_queue_nums
@@ -85,16 +82,20 @@ class SendBackProcessor:
             )
         if len(self.topics.topics) != before:
             await self.topics_changed()
-        origin = header.origin_msg_id or encode_offset_msg_id(
-            record.store_host.address, record.store_host.port, record.phy_offset
-        )
-        props.setdefault(MessageConst.ORIGIN_MESSAGE_ID, origin)
+        # Tools track a message through its retries by the broker id of its first record: the
+        # record sent back, unless it is itself a retry that already names one. The request's
+        # originMsgId is the client's id (UNIQ_KEY), which RocketMQ does not store here.
+        if not props.get(MessageConst.ORIGIN_MESSAGE_ID, "").strip():
+            props[MessageConst.ORIGIN_MESSAGE_ID] = encode_offset_msg_id(
+                record.store_host.address, record.store_host.port, record.phy_offset
+            )
         message = message_from_record(
             record,
             topic=topic.topic_name,
             queue_id=queue_id,
             properties=props,
             reconsume_times=record.reconsume_times + 1,
+            prepared_transaction_offset=0,  # a retry of a committed message is no half's
         )
         result = await self.store.put_message(schedule_for_delay(message, self.max_delay_level))
         if result.status is PutStatus.PUT_OK:
