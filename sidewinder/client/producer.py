@@ -133,7 +133,9 @@ class Producer:
         selector: Callable[[list[MessageQueue]], MessageQueue] | None = None,
     ) -> SendResult:
         """Send and wait for the broker's answer; ClientError when every attempt failed."""
-        uniq = self._ids.next()
+        # A UNIQ_KEY the caller set is kept, as the Java client's MessageClientIDSetter does.
+        preset = message.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        uniq = preset or self._ids.next()
         data = message.body
         properties = self._properties(message, uniq)
         last: Exception | None = None

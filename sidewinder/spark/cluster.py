@@ -240,24 +240,30 @@ class Cluster:
 
         return self._call(send_window())
 
-    def query_keys(self, topic: str, keys: Sequence[str]) -> set[str]:
-        """Which of `keys` the topic's key index already holds (QUERY_MESSAGE per key)."""
+    def query_ids(self, topic: str, ids: Sequence[str]) -> set[str]:
+        """Which of the UNIQ_KEYs `ids` the topic holds, by the broker's key index (one
+        QUERY_MESSAGE each, 64 at a time); none when the topic does not exist."""
+        if self.read_queues(topic) == []:
+            return set()
 
-        async def query_one(key: str) -> bool:
-            for data in await self._admin.query_by_key(topic, key, 1):
-                record = decode_record(data, 0)
-                if isinstance(record, MessageRecord):
-                    stored = record.properties().get(MessageConst.KEYS, "").split()
-                    if key in stored:
+        async def stored(uniq: str) -> bool:
+            for data in await self._admin.query_by_key(topic, uniq, 4):
+                at = 0
+                while at < len(data):  # the reply holds whole records (hash collisions too)
+                    record = decode_record(data, at)
+                    if not isinstance(record, MessageRecord):
+                        break
+                    if record.properties().get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == uniq:
                         return True
+                    at += record.total_size
             return False
 
         async def query_all() -> set[str]:
             found: set[str] = set()
-            for at in range(0, len(keys), 64):
-                window = keys[at : at + 64]
-                hits = await asyncio.gather(*(query_one(k) for k in window))
-                found.update(k for k, hit in zip(window, hits, strict=True) if hit)
+            for at in range(0, len(ids), 64):
+                window = ids[at : at + 64]
+                hits = await asyncio.gather(*(stored(uniq) for uniq in window))
+                found.update(uniq for uniq, hit in zip(window, hits, strict=True) if hit)
             return found
 
         return self._call(query_all())

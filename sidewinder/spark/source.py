@@ -178,6 +178,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now: QueueOffsets | None = None
         self._latest: QueueOffsets = {}
         self._latest_at = 0.0
+        self._reported: dict[str, Any] | None = None
 
     def _queues(self) -> list[MessageQueue]:
         return discover_queues(shared_cluster(self.options.namesrv_addr), self.options)
@@ -219,6 +220,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = dict(self._available_now or self._fetch_latest())
         if start is None:  # pyspark 4.0/4.1 ask without a start: no admission control
             return offsets_json(latest)
+        self._report_progress(start)
         begun = offsets_from_json(start)
         for queue, offset in begun.items():  # never move a queue backwards
             latest[queue] = max(latest.get(queue, offset), offset)
@@ -243,8 +245,16 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from read_range(self.options, self.schema, partition)
 
     def commit(self, end: dict[str, Any]) -> None:
-        # Spark calls this one batch late (while planning the next); the group's offsets are
-        # for lag tools only and never read back: the checkpoint decides where a query resumes.
-        if self.options.commit_to_group:
-            cluster = shared_cluster(self.options.namesrv_addr)
-            cluster.commit_offsets(self.options.commit_to_group, offsets_from_json(end))
+        self._report_progress(end)
+
+    def _report_progress(self, done: dict[str, Any]) -> None:
+        """Store `done` (the end of a finished batch) as the commitToGroup group's offsets, for
+        mqadmin consumerProgress and lag tools; never read back (the checkpoint decides where a
+        query resumes). Spark calls commit() one batch late and not at all for the last batch
+        of an availableNow run, so the start handed to latestOffset() (the end of the batch
+        that just finished) is reported too, each distinct one once."""
+        if not self.options.commit_to_group or done == self._reported:
+            return
+        cluster = shared_cluster(self.options.namesrv_addr)
+        cluster.commit_offsets(self.options.commit_to_group, offsets_from_json(done))
+        self._reported = done

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -13,7 +14,8 @@ from pyspark.sql import SparkSession
 
 from interop.sidewinder import SidewinderCluster
 from sidewinder.client.producer import Message, SendResult
-from sidewinder.client.sync import Admin, Producer
+from sidewinder.client.pulling import ReceivedMessage
+from sidewinder.client.sync import Admin, Producer, PullConsumer
 from tests.conftest import unique
 
 
@@ -84,3 +86,25 @@ def produce(producer: Producer, topic: str, first: int, count: int) -> list[Send
         producer.send(Message(topic, f"body-{n}".encode(), tags=TAGS[n % 3], keys=[f"key-{n}"]))
         for n in range(first, first + count)
     ]
+
+
+def pull_all(cluster: SidewinderCluster, topic: str, expected: int, timeout_s: float = 30):
+    """Every message of `topic`, pulled from offset 0 of each queue by our own lite consumer
+    (not the Spark source), polling until `expected` arrived and one more poll found nothing."""
+    consumer = PullConsumer(unique("spark-check"), cluster.namesrv_addr, poll_timeout_s=0.5)
+    try:
+        queues = consumer.queues(topic)
+        consumer.assign(queues)
+        consumer.start()
+        for queue in queues:
+            consumer.seek(queue, 0)
+        messages: list[ReceivedMessage] = []
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            polled = consumer.poll()
+            messages += polled
+            if len(messages) >= expected and not polled:
+                break
+        return messages
+    finally:
+        consumer.close()
