@@ -29,6 +29,8 @@ from pyspark.sql.types import (
 from sidewinder.client.pulling import ReceivedMessage
 from sidewinder.protocol.message import MessageConst
 
+ROWS_PER_ARROW_BATCH = 4096  # rows a task hands Spark at a time
+
 # msgId is the broker's id (store host + CommitLog offset, what queryMsgById takes); uniqKey is
 # the producer's UNIQ_KEY, which the Java client's MessageExt.getMsgId() shows when present.
 # keys is the KEYS property as stored: keys separated by spaces.
@@ -69,7 +71,7 @@ def arrow_schema(schema: StructType) -> pa.Schema:
 
 
 def arrow_batch(
-    schema: pa.Schema, broker_name: str, messages: Sequence[ReceivedMessage]
+    schema: pa.Schema, broker_name: str | None, messages: Sequence[ReceivedMessage]
 ) -> pa.RecordBatch:
     """One record batch of messages of one queue (all share `broker_name` and the topic)."""
     props = [m.properties for m in messages]

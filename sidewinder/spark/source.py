@@ -44,7 +44,7 @@ from sidewinder.spark.planning import (
     resolve,
     split_ranges,
 )
-from sidewinder.spark.rows import arrow_batch, arrow_schema, read_schema
+from sidewinder.spark.rows import ROWS_PER_ARROW_BATCH, arrow_batch, arrow_schema, read_schema
 
 try:  # admission control and AvailableNow arrived in pyspark 4.2
     from pyspark.sql.streaming.datasource import (
@@ -69,7 +69,6 @@ except ImportError:  # pragma: no cover - pyspark 4.0/4.1: no rate limits, Trigg
         pass
 
 
-ROWS_PER_ARROW_BATCH = 4096
 # An idle query with the default trigger asks for the latest offsets ~80 times a second; the
 # queues' max offsets are reused for this long instead of asking the broker each time.
 LATEST_CACHE_S = 0.2
