@@ -14,6 +14,9 @@ from interop.sidewinder import SidewinderCluster
 from sidewinder.client.sync import Admin, Producer
 from tests.spark.conftest import TAGS, produce
 
+# One worker runs every Spark test (scripts/test.sh uses xdist): one JVM, not one per worker.
+pytestmark = pytest.mark.xdist_group(name="spark")
+
 
 def reader(spark: SparkSession, cluster: SidewinderCluster, topic: str, **options: str):
     frame = spark.read.format("rocketmq").option("namesrvAddr", cluster.namesrv_addr)

@@ -18,6 +18,9 @@ from interop.sidewinder import SidewinderCluster
 from sidewinder.client.sync import Admin, Producer
 from tests.spark.conftest import produce
 
+# One worker runs every Spark test (scripts/test.sh uses xdist): one JVM, not one per worker.
+pytestmark = pytest.mark.xdist_group(name="spark")
+
 COLUMNS = [
     "topic", "queueId", "queueOffset", "commitLogOffset", "msgId", "uniqKey", "keys", "tags",
     "properties", "body", "bornTimestamp", "storeTimestamp", "bornHost", "storeHost",

@@ -19,6 +19,9 @@ from sidewinder.spark.sink import UNIQ_KEY, WriteOptions, _mark, _messages, _rou
 from tests.conftest import unique
 from tests.spark.conftest import pull_all
 
+# One worker runs every Spark test (scripts/test.sh uses xdist): one JVM, not one per worker.
+pytestmark = pytest.mark.xdist_group(name="spark")
+
 
 def write(frame, cluster: SidewinderCluster, **options: str) -> None:
     writer = frame.write.format("rocketmq").option("namesrvAddr", cluster.namesrv_addr)

@@ -19,6 +19,9 @@ from tests.conftest import unique
 from tests.spark.conftest import produce, pull_all
 from tests.spark.flaky import FailingCommitSink, FailingReadSource
 
+# One worker runs every Spark test (scripts/test.sh uses xdist): one JVM, not one per worker.
+pytestmark = pytest.mark.xdist_group(name="spark")
+
 
 def stream(
     spark: SparkSession, cluster: SidewinderCluster, topic: str, fmt: str = "rocketmq", **options
