@@ -4,10 +4,13 @@ through the top-level `pyspark_rocketmq*` modules, which these tests rely on."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 from pyspark.sql import SparkSession
@@ -109,3 +112,13 @@ def pull_all(cluster: SidewinderCluster, topic: str, expected: int, timeout_s: f
         return messages
     finally:
         consumer.close()
+
+
+def load_script(name: str) -> ModuleType:
+    """scripts/NAME.py as a module (scripts/ is not a package)."""
+    path = Path(__file__).resolve().parents[2] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -4,7 +4,6 @@ to its flushed position, and the Parquet export script."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -16,7 +15,7 @@ from pyspark.sql import SparkSession
 
 from interop.sidewinder import SidewinderCluster
 from sidewinder.client.sync import Admin, Producer
-from tests.spark.conftest import produce
+from tests.spark.conftest import load_script, produce
 
 # One worker runs every Spark test (scripts/test.sh uses xdist): one JVM, not one per worker.
 pytestmark = pytest.mark.xdist_group(name="spark")
@@ -91,7 +90,7 @@ def test_store_files_read_as_the_broker_pulls_them(
     with pytest.raises(PySparkException, match="option path"):
         spark.read.format("rocketmq-commitlog").option("path", str(tmp_path / "x")).load()
 
-    export = _load_script("export_commitlog")
+    export = load_script("export_commitlog")
     now = datetime.now(UTC)
     out = tmp_path / "parquet"
     count = export.export(
@@ -105,12 +104,3 @@ def test_store_files_read_as_the_broker_pulls_them(
         spark, store, "LogA", now + timedelta(hours=1), now + timedelta(hours=2), tmp_path / "p2"
     )
     assert nothing == 0
-
-
-def _load_script(name: str):
-    path = Path(__file__).resolve().parents[2] / "scripts" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
