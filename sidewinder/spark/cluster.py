@@ -19,7 +19,7 @@ from collections.abc import Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
 from sidewinder.client.admin import Admin
-from sidewinder.client.producer import Message, Producer, SendResult
+from sidewinder.client.producer import Message, Producer
 from sidewinder.client.pulling import (
     ReceivedMessage,
     commit_offset,
@@ -40,6 +40,7 @@ PRODUCER_GROUP = "SIDEWINDER_SPARK_WRITER"
 # System topics a subscribePattern never matches (RocketMQ's own and the per-group ones).
 SYSTEM_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%", "RMQ_SYS_", "SCHEDULE_TOPIC_", "TBW102", "rmq_sys_")
 PULLS_IN_FLIGHT = 8  # per queue range, when the offsets are dense (no tag filter)
+SEND_BATCH, SEND_BATCH_BYTES = 64, 1 << 20  # per SEND_BATCH_MESSAGE (the broker takes 4 MiB)
 
 
 class DataLossError(RuntimeError):
@@ -224,21 +225,43 @@ class Cluster:
     def write_queues(self, topic: str) -> list[MessageQueue]:
         return self._call(self.producer().queues(topic))
 
-    def send_all(
-        self, messages: Sequence[tuple[Message, MessageQueue | None]], in_flight: int = 128
-    ) -> list[SendResult]:
-        """Send every message (to its queue, or round robin), `in_flight` at a time, in order of
-        submission within each queue."""
+    def send_all(self, messages: Sequence[tuple[Message, MessageQueue | None]]) -> None:
+        """Send every message to its queue (None: spread round robin), each queue's messages
+        in order: SEND_BATCH_MESSAGE of up to SEND_BATCH messages (or bytes) at a time, one
+        batch in flight per queue and every queue at once; delayed messages go one by one."""
         producer = self.producer()
+        per_queue: dict[MessageQueue | None, list[Message]] = {}
+        for message, queue in messages:
+            per_queue.setdefault(queue, []).append(message)
+        unrouted = per_queue.pop(None, [])
+        if unrouted:
+            topics = {m.topic for m in unrouted}
+            turns = {t: self.write_queues(t) for t in topics}
+            for at in range(0, len(unrouted), SEND_BATCH):
+                for message in unrouted[at : at + SEND_BATCH]:
+                    choices = turns[message.topic]
+                    queue = choices[(at // SEND_BATCH) % len(choices)]
+                    per_queue.setdefault(queue, []).append(message)
 
-        async def send_window() -> list[SendResult]:
-            results: list[SendResult] = []
-            for at in range(0, len(messages), in_flight):
-                window = messages[at : at + in_flight]
-                results += await asyncio.gather(*(producer.send(m, queue=q) for m, q in window))
-            return results
+        async def send_queue(queue: MessageQueue, queued: list[Message]) -> None:
+            batch: list[Message] = []
+            size = 0
+            for message in queued:
+                if message.delay_level:
+                    await producer.send(message, queue=queue)  # a batch has no delay levels
+                    continue
+                batch.append(message)
+                size += len(message.body)
+                if len(batch) >= SEND_BATCH or size >= SEND_BATCH_BYTES:
+                    await producer.send_batch(batch, queue=queue)
+                    batch, size = [], 0
+            if batch:
+                await producer.send_batch(batch, queue=queue)
 
-        return self._call(send_window())
+        async def send_everything() -> None:
+            await asyncio.gather(*(send_queue(q, ms) for q, ms in per_queue.items() if q))
+
+        self._call(send_everything())
 
     def query_ids(self, topic: str, ids: Sequence[str]) -> set[str]:
         """Which of the UNIQ_KEYs `ids` the topic holds, by the broker's key index (one
