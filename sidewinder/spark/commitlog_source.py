@@ -28,13 +28,11 @@ from pyspark.sql.types import StructType
 from sidewinder.client.pulling import ReceivedMessage
 from sidewinder.client.route_cache import MessageQueue
 from sidewinder.protocol.record import MessageRecord, RecordError, decode_record
-from sidewinder.spark.options import OptionError
+from sidewinder.spark.options import DEFAULT_RECORDS_PER_PARTITION, OptionError
 from sidewinder.spark.rows import ROWS_PER_ARROW_BATCH, arrow_batch, arrow_schema, read_schema
 from sidewinder.store.checkpoint import StoreCheckpoint
 from sidewinder.store.consume_queue import read_queue
 from sidewinder.store.verify import commitlog_segments, mapped
-
-DEFAULT_RECORDS_PER_PARTITION = 100_000
 
 
 class SegmentPart(InputPartition):

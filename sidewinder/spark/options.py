@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 EARLIEST, LATEST = -2, -1  # Kafka's (and the old RocketMQ connector's) JSON sentinels
+# A queue range longer than this is read by several tasks (offsets are dense: sizes are known).
+DEFAULT_RECORDS_PER_PARTITION = 100_000
 
 TOPIC_SELECTORS = ("topic", "subscribe", "subscribePattern", "assign")
 
@@ -65,7 +67,7 @@ class ReadOptions:
     include_properties: bool
     fail_on_data_loss: bool
     max_offsets_per_trigger: int | None
-    max_records_per_partition: int | None
+    max_records_per_partition: int
     commit_to_group: str | None
     pull_batch_size: int
     pull_timeout_s: float
@@ -108,7 +110,9 @@ class ReadOptions:
             include_properties=_bool(given, "includeProperties", True),
             fail_on_data_loss=_bool(given, "failOnDataLoss", True),
             max_offsets_per_trigger=_positive(given, "maxOffsetsPerTrigger"),
-            max_records_per_partition=_positive(given, "maxRecordsPerPartition"),
+            max_records_per_partition=(
+                _positive(given, "maxRecordsPerPartition") or DEFAULT_RECORDS_PER_PARTITION
+            ),
             commit_to_group=given.get("committogroup", "").strip() or None,
             pull_batch_size=_positive(given, "pullBatchSize") or 32,
             pull_timeout_s=(_positive(given, "pullTimeoutMs") or 10_000) / 1000,
