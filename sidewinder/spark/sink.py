@@ -153,30 +153,55 @@ class StreamWriter(DataSourceStreamArrowWriter):
 Outgoing = tuple[Message, int | None]  # a message and its queueId column, if any
 
 
+CHUNK_ROWS = 8192  # a task sends this many rows at a time (memory stays bounded)
+
+
 def write_task(options: WriteOptions, task: str, batches: Iterator[pa.RecordBatch]) -> TaskWritten:
     cluster = shared_cluster(options.namesrv_addr)
-    outgoing = list(_messages(options, task, batches))
     if not options.exactly_once:
-        cluster.send_all(_route(cluster, options, outgoing))
-        return TaskWritten(len(outgoing), 0)
+        sent = 0
+        for chunk in _chunks(_messages(options, task, batches)):
+            cluster.send_all(_route(cluster, options, chunk))
+            sent += len(chunk)
+        return TaskWritten(sent, 0)
     started, done = _marker_id(task, "started"), _marker_id(task, "done")
     found = cluster.query_ids(options.sink_log_topic, [started, done])
     if done in found:
-        return TaskWritten(0, len(outgoing))
-    skipped = 0
-    if started in found:  # an earlier attempt sent some of these: send only the rest
-        stored = set()
-        for topic in {m.topic for m, _ in outgoing}:
-            ids = [m.properties[UNIQ_KEY] for m, _ in outgoing if m.topic == topic]
-            stored |= cluster.query_ids(topic, ids)
-        before = len(outgoing)
-        outgoing = [(m, q) for m, q in outgoing if m.properties[UNIQ_KEY] not in stored]
-        skipped = before - len(outgoing)
-    else:
+        return TaskWritten(0, sum(batch.num_rows for batch in batches))
+    resuming = started in found  # an earlier attempt sent some of these: send only the rest
+    if not resuming:
         _mark(cluster, options, task, "started")
-    cluster.send_all(_route(cluster, options, outgoing))
+    sent = skipped = 0
+    for chunk in _chunks(_messages(options, task, batches)):
+        if resuming:
+            stored = _stored_ids(cluster, chunk)
+            kept = [(m, q) for m, q in chunk if m.properties[UNIQ_KEY] not in stored]
+            skipped += len(chunk) - len(kept)
+            chunk = kept
+        cluster.send_all(_route(cluster, options, chunk))
+        sent += len(chunk)
     _mark(cluster, options, task, "done")
-    return TaskWritten(len(outgoing), skipped)
+    return TaskWritten(sent, skipped)
+
+
+def _chunks(outgoing: Iterator[Outgoing]) -> Iterator[list[Outgoing]]:
+    chunk: list[Outgoing] = []
+    for item in outgoing:
+        chunk.append(item)
+        if len(chunk) >= CHUNK_ROWS:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _stored_ids(cluster: Cluster, chunk: list[Outgoing]) -> set[str]:
+    """The UNIQ_KEYs of `chunk` that the target topics' key index already holds."""
+    stored: set[str] = set()
+    for topic in {m.topic for m, _ in chunk}:
+        ids = [m.properties[UNIQ_KEY] for m, _ in chunk if m.topic == topic]
+        stored |= cluster.query_ids(topic, ids)
+    return stored
 
 
 def _marker_id(task: str, state: str) -> str:
