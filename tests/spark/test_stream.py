@@ -5,6 +5,7 @@ whose commit fails once, and progress reported as a consumer group's offsets."""
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -12,12 +13,14 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 
+from interop.processes import ManagedProcess
 from interop.sidewinder import SidewinderCluster
 from sidewinder.client.sync import Admin, Producer
 from sidewinder.spark.source import RocketMQDataSource
 from tests.conftest import unique
 from tests.spark.conftest import produce, pull_all
 from tests.spark.flaky import FailingCommitSink, FailingReadSource
+from tests.spark.remote import spark_env
 
 # One worker runs every Spark test (scripts/test.sh uses xdist): one JVM, not one per worker.
 pytestmark = pytest.mark.xdist_group(name="spark")
@@ -101,6 +104,38 @@ def test_a_query_that_dies_mid_way_restarts_without_loss_or_duplicates(
     produce(producer, topic, 160, 40)  # arrives while the query is down
     to_parquet(frame, tmp_path / "out", tmp_path / "ckpt")
     assert_exactly(spark, tmp_path / "out", {f"key-{n}" for n in range(200)})
+
+
+def test_a_query_killed_with_sigkill_restarts_without_loss_or_duplicates(
+    spark: SparkSession, cluster: SidewinderCluster, producer: Producer, topic: str, tmp_path: Path
+) -> None:
+    """The driver process dies (SIGKILL, no shutdown of any kind) after a few micro-batches,
+    possibly inside one; the next run from its checkpoint reads on where the log says."""
+    produce(producer, topic, 0, 300)
+    out, checkpoint = tmp_path / "out", tmp_path / "ckpt"
+    driver = ManagedProcess(
+        "killable stream",
+        [
+            sys.executable,
+            str(Path(__file__).with_name("killable_stream.py")),
+            cluster.namesrv_addr,
+            topic,
+            str(out),
+            str(checkpoint),
+        ],
+        tmp_path / "driver.out",
+        env=spark_env(tmp_path),
+    )
+    driver.start()
+    try:
+        driver.wait_ready(lambda: (checkpoint / "commits" / "2").exists(), 120)
+    finally:
+        driver.kill()
+    done = {int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()}
+    assert max(done) >= 2 and len(done) < 10, done  # it died before reading everything
+    produce(producer, topic, 300, 100)
+    to_parquet(stream(spark, cluster, topic), out, checkpoint)
+    assert_exactly(spark, out, {f"key-{n}" for n in range(400)})
 
 
 def test_a_sink_commit_that_fails_once_leaves_no_duplicates(
