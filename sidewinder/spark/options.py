@@ -139,30 +139,26 @@ def _bool(given: Mapping[str, str], name: str, default: bool) -> bool:
     raise OptionError(name, f"{value!r} is not true or false")
 
 
-def _positive(given: Mapping[str, str], name: str) -> int | None:
+def _whole(given: Mapping[str, str], name: str, *, least: int, meaning: str) -> int | None:
+    """The option as an int of at least `least`, None when it is absent or blank."""
     value = given.get(name.lower())
     if value is None or not value.strip():
         return None
     try:
         number = int(value)
     except ValueError:
-        raise OptionError(name, f"{value!r} is not a whole number") from None
-    if number <= 0:
-        raise OptionError(name, f"{number} is not positive")
+        raise OptionError(name, f"{value!r} is not {meaning}") from None
+    if number < least:
+        raise OptionError(name, f"{number} is below {least}")
     return number
+
+
+def _positive(given: Mapping[str, str], name: str) -> int | None:
+    return _whole(given, name, least=1, meaning="a whole number")
 
 
 def _timestamp(given: Mapping[str, str], name: str) -> int | None:
-    value = given.get(name.lower())
-    if value is None or not value.strip():
-        return None
-    try:
-        number = int(value)
-    except ValueError:
-        raise OptionError(name, f"{value!r} is not milliseconds since the epoch") from None
-    if number < 0:
-        raise OptionError(name, f"{number} is negative")
-    return number
+    return _whole(given, name, least=0, meaning="milliseconds since the epoch")
 
 
 def _json_object(name: str, text: str) -> dict[str, Any]:

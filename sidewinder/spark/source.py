@@ -45,6 +45,7 @@ from sidewinder.spark.planning import (
     split_ranges,
 )
 from sidewinder.spark.rows import ROWS_PER_ARROW_BATCH, arrow_batch, arrow_schema, read_schema
+from sidewinder.spark.sink import batch_writer, stream_writer
 
 try:  # admission control and AvailableNow arrived in pyspark 4.2
     from pyspark.sql.streaming.datasource import (
@@ -101,13 +102,9 @@ class RocketMQDataSource(DataSource):
         return StreamReader(ReadOptions.parse(self.options, stream=True), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from sidewinder.spark.sink import batch_writer
-
         return batch_writer(self.options, schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from sidewinder.spark.sink import stream_writer
-
         return stream_writer(self.options, schema, overwrite)
 
 

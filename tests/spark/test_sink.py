@@ -138,3 +138,17 @@ def test_a_task_retried_after_a_partial_send_sends_only_the_rest(
 def _field(name: str) -> dict:
     kind = "binary" if name == "body" else "string"
     return {"name": name, "type": kind, "nullable": True, "metadata": {}}
+
+
+def test_delay_time_level_holds_messages_back(
+    spark: SparkSession, cluster: SidewinderCluster, admin: Admin, topic: str
+) -> None:
+    frame = spark.createDataFrame(
+        [(f"later-{n}", 3) for n in range(5)], "body string, delayTimeLevel int"
+    )
+    write(frame, cluster, topic=topic)
+    assert admin.topic_status(topic) and all(
+        high == 0 for _, _, high, _ in admin.topic_status(topic)
+    )
+    pulled = pull_all(cluster, topic, 5)  # level 3 is 3 s on the test broker
+    assert sorted(m.body for m in pulled) == [f"later-{n}".encode() for n in range(5)]
