@@ -16,6 +16,7 @@ Spark in the checkpoint; a restarted query re-reads exactly the range its checkp
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -33,7 +34,7 @@ from pyspark.sql.types import StructType
 
 from sidewinder.client.route_cache import MessageQueue
 from sidewinder.protocol.subscription import Subscription
-from sidewinder.spark.cluster import shared_cluster
+from sidewinder.spark.cluster import DataLossError, shared_cluster
 from sidewinder.spark.options import ReadOptions
 from sidewinder.spark.planning import (
     QueueOffsets,
@@ -70,6 +71,7 @@ except ImportError:  # pragma: no cover - pyspark 4.0/4.1: no rate limits, Trigg
         pass
 
 
+log = logging.getLogger(__name__)
 # An idle query with the default trigger asks for the latest offsets ~80 times a second; the
 # queues' max offsets are reused for this long instead of asking the broker each time.
 LATEST_CACHE_S = 0.2
@@ -218,23 +220,44 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return offsets_json(latest)
         self._report_progress(start)
         begun = offsets_from_json(start)
-        for queue, offset in begun.items():  # never move a queue backwards
-            latest[queue] = max(latest.get(queue, offset), offset)
+        behind = self._queues_gone_back(begun, latest)
+        for queue, offset in begun.items():  # otherwise never move a queue backwards
+            if queue not in behind:
+                latest[queue] = max(latest.get(queue, offset), offset)
         max_rows = getattr(limit, "max_rows", None) if isinstance(limit, ReadMaxRows) else None
         if max_rows:
-            latest = limit_rows(begun, latest, max_rows)
+            from_start = {q: 0 if q in behind else offset for q, offset in begun.items()}
+            latest = limit_rows(from_start, latest, max_rows)
         return offsets_json(latest)
+
+    def _queues_gone_back(self, begun: QueueOffsets, latest: QueueOffsets) -> set[MessageQueue]:
+        """Queues whose max offset is now below where the query is (the topic was deleted and
+        made again): data loss. With failOnDataLoss=false they are read from their start."""
+        behind = {q for q, offset in begun.items() if q in latest and latest[q] < offset}
+        if behind:
+            named = ", ".join(
+                f"{q.topic} {q.broker_name}:{q.queue_id} {begun[q]} -> {latest[q]}"
+                for q in sorted(behind)
+            )
+            if self.options.fail_on_data_loss:
+                raise DataLossError(
+                    f"queues went back below the query's offsets ({named}): messages may have "
+                    "been lost; set failOnDataLoss=false to read them from their start"
+                )
+            log.warning("queues went back below the query's offsets (%s); reading them anew", named)
+        return behind
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
         return offsets_json(self._latest) if self._latest else None
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[QueueRange]:
-        # Queues that appeared after `start` was logged start at offset 0 (their beginning).
-        return _partitions(
-            offsets_from_json(start),
-            offsets_from_json(end),
-            self.options.max_records_per_partition,
-        )
+        starts, ends = offsets_from_json(start), offsets_from_json(end)
+        for queue, offset in ends.items():
+            # A queue that appeared after `start` was logged, or that went back below it
+            # (failOnDataLoss=false, see latestOffset), is read from offset 0, its beginning.
+            if starts.get(queue, 0) > offset:
+                starts[queue] = 0
+        return _partitions(starts, ends, self.options.max_records_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, QueueRange)

@@ -217,3 +217,25 @@ def test_the_source_class_is_importable_from_the_package() -> None:
 
     assert sidewinder.spark.RocketMQDataSource is RocketMQDataSource
     assert RocketMQDataSource.name() == "rocketmq"
+
+
+def test_a_topic_made_again_behind_the_checkpoint_is_data_loss(
+    spark: SparkSession,
+    cluster: SidewinderCluster,
+    producer: Producer,
+    admin: Admin,
+    topic: str,
+    tmp_path: Path,
+) -> None:
+    produce(producer, topic, 0, 40)
+    out, checkpoint = tmp_path / "out", tmp_path / "ckpt"
+    to_parquet(stream(spark, cluster, topic), out, checkpoint)
+    admin.delete_topic(topic)
+    admin.create_topic(topic, queues=4)
+    produce(producer, topic, 40, 8)  # offsets 0 and 1 of each queue again
+
+    with pytest.raises(Exception, match="failOnDataLoss=false"):
+        to_parquet(stream(spark, cluster, topic), out, checkpoint)
+    to_parquet(stream(spark, cluster, topic, failOnDataLoss="false"), out, checkpoint)
+    counted = Counter(r.keys for r in spark.read.parquet(str(out)).collect())
+    assert counted == Counter({f"key-{n}": 1 for n in range(48)})
