@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from interop.processes import ManagedProcess
 from interop.sidewinder import SidewinderCluster
@@ -38,13 +39,17 @@ def stream(
 
 def to_parquet(frame: DataFrame, out: Path, checkpoint: Path) -> list[dict]:
     """One availableNow run into Parquet; the run's progress reports."""
-    query = (
+    return finish(
         frame.select("queueId", "queueOffset", "keys", "body")
         .writeStream.format("parquet")
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
         .start(str(out))
     )
+
+
+def finish(query: StreamingQuery) -> list[dict]:
+    """Wait for an availableNow run to end, raise what failed it; its progress reports."""
     try:
         query.awaitTermination(120)
         if query.exception() is not None:
@@ -154,7 +159,7 @@ def test_a_sink_commit_that_fails_once_leaves_no_duplicates(
     marker.touch()
 
     def run() -> None:
-        query = (
+        finish(
             stream(spark, cluster, topic)
             .selectExpr("keys", "body", "tags")
             .writeStream.format(FailingCommitSink.name())
@@ -165,12 +170,6 @@ def test_a_sink_commit_that_fails_once_leaves_no_duplicates(
             .trigger(availableNow=True)
             .start()
         )
-        try:
-            query.awaitTermination(120)
-            if query.exception() is not None:
-                raise query.exception()  # type: ignore[misc]
-        finally:
-            query.stop()
 
     with pytest.raises(Exception, match="injected failure"):
         run()
