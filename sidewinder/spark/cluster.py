@@ -40,6 +40,7 @@ PRODUCER_GROUP = "SIDEWINDER_SPARK_WRITER"
 # System topics a subscribePattern never matches (RocketMQ's own and the per-group ones).
 SYSTEM_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%", "RMQ_SYS_", "SCHEDULE_TOPIC_", "TBW102", "rmq_sys_")
 PULLS_IN_FLIGHT = 8  # per queue range, when the offsets are dense (no tag filter)
+STALLED_PULLS = 50  # answers that do not move the offset (retry-immediately) before giving up
 SEND_BATCH, SEND_BATCH_BYTES = 64, 1 << 20  # per SEND_BATCH_MESSAGE (the broker takes 4 MiB)
 
 
@@ -150,10 +151,17 @@ class Cluster:
         for the gap, so nothing is skipped."""
         addr = self._master(queue)
         offset = start
+        stalled = 0
         while offset < end:
             chunks = self._call(
                 self._pull_window(addr, queue, offset, end, subscription, batch, fail_on_data_loss)
             )
+            stalled = stalled + 1 if chunks[-1][1] <= offset else 0
+            if stalled > STALLED_PULLS:
+                raise RuntimeError(
+                    f"{queue.topic} {queue.broker_name}:{queue.queue_id}: {stalled} pulls at "
+                    f"offset {offset} did not move on (range ends at {end})"
+                )
             for messages, next_offset in chunks:
                 if messages:
                     yield messages
