@@ -1,6 +1,6 @@
 """A Spark driver in a process of its own (a test process holds one SparkContext only), for
-the remote tests: batch read, stream read and write through a standalone cluster or a Spark
-Connect server. Prints one JSON line of results.
+the remote tests: batch read, stream read, batch and stream write through a standalone cluster
+(batch read and write through a Spark Connect server). Prints one JSON line of results.
 
     python tests/spark/remote_driver.py MASTER_OR_SC_URL NAMESRV TOPIC OUT_DIR
 """
@@ -75,6 +75,25 @@ def main(url: str, namesrv: str, topic: str, out: str) -> None:
             streamed = spark.read.parquet(f"{out}/stream").collect()
             results["stream_key_counts"] = dict(Counter(Counter(r.keys for r in streamed).values()))
             results["stream_keys"] = len({r.keys for r in streamed})
+            relay = f"{topic}Relay"
+            relayed = (
+                spark.readStream.format("rocketmq")
+                .option("namesrvAddr", namesrv)
+                .option("subscribe", topic)
+                .option("startingOffsets", "earliest")
+                .load()
+                .selectExpr("keys", "body")
+                .writeStream.format("rocketmq")
+                .option("namesrvAddr", namesrv)
+                .option("topic", relay)
+                .option("checkpointLocation", f"{out}/relay-ckpt")
+                .trigger(availableNow=True)
+                .start()
+            )
+            relayed.awaitTermination(180)
+            back = spark.read.format("rocketmq").option("namesrvAddr", namesrv)
+            back = back.option("subscribe", relay).load().select("keys").collect()
+            results["stream_written_keys"] = sorted(r.keys for r in back)
             # Which executors ran tasks: the work was spread over the cluster's processes.
             status = spark.sparkContext.statusTracker()
             results["executors"] = len(status.getExecutorInfos()) - 1  # minus the driver

@@ -1,6 +1,6 @@
-"""The connector beyond one process: a Spark standalone master and two workers (batch read,
-stream read, write), and a Spark Connect server (batch read and write), against a real broker.
-Each driver runs in a subprocess, since this test process keeps its own local SparkContext."""
+"""The connector beyond one process, against a real broker: a Spark standalone master and two
+workers (batch read, stream read, batch and stream write), and a Spark Connect server (batch read
+and write). Each driver runs in a subprocess: this test process keeps its local SparkContext."""
 
 from __future__ import annotations
 
@@ -49,6 +49,7 @@ def test_standalone_cluster_reads_streams_and_writes(
     assert results["batch_keys"] == keys and results["batch_partitions"] == 4
     assert results["written_keys"] == keys
     assert results["stream_keys"] == 120 and results["stream_key_counts"] == {"1": 120}
+    assert results["stream_written_keys"] == keys
     assert results["executors"] == 2
 
 
