@@ -51,7 +51,7 @@ COPY --chown=sidewinder:sidewinder . .
 
 # Fetch and build the reference bench at build time, so `docker run` needs no network.
 RUN python -m venv .venv \
-    && .venv/bin/pip install --no-cache-dir -e '.[test,dev]' \
+    && .venv/bin/pip install --no-cache-dir -e '.[test,dev,spark]' --config-settings editable_mode=compat \
     && .venv/bin/python -m interop.install
 
 CMD ["bash", "scripts/test.sh"]

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-source scripts/venv.sh test,dev
+source scripts/venv.sh test,dev,spark
 .venv/bin/python -m interop.install
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

@@ -10,4 +10,8 @@ target=.
 if [ -n "${1:-}" ]; then
     target=".[$1]"
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -e "$target"
+# compat: the editable install is a plain .pth with the project root, so the top-level
+# `pyspark_rocketmq*` modules are seen by pkgutil.iter_modules, which is how Spark finds data
+# sources without `spark.dataSource.register` (the default import hook hides them from it).
+.venv/bin/python -m pip install -q --disable-pip-version-check -e "$target" \
+    --config-settings editable_mode=compat

@@ -133,7 +133,7 @@ class Producer:
         selector: Callable[[list[MessageQueue]], MessageQueue] | None = None,
     ) -> SendResult:
         """Send and wait for the broker's answer; ClientError when every attempt failed."""
-        uniq = self._ids.next()
+        uniq = self._uniq(message)
         data = message.body
         properties = self._properties(message, uniq)
         last: Exception | None = None
@@ -169,15 +169,18 @@ class Producer:
         addr = await self._master(target)
         await self.remoting.invoke_oneway(addr, request)
 
-    async def send_batch(self, messages: Sequence[Message]) -> list[SendResult]:
-        """SEND_BATCH_MESSAGE: one topic, one queue, consecutive offsets."""
+    async def send_batch(
+        self, messages: Sequence[Message], *, queue: MessageQueue | None = None
+    ) -> list[SendResult]:
+        """SEND_BATCH_MESSAGE: one topic, one queue (`queue`, or the next in turn), consecutive
+        offsets."""
         if not messages:
             raise ValueError("an empty batch")
         topic = messages[0].topic
         if any(m.topic != topic or m.delay_level for m in messages):
             raise ValueError("a batch is one topic, without delay levels")
-        target = await self._pick(topic, None, set())
-        ids = [self._ids.next() for _ in messages]
+        target = queue or await self._pick(topic, None, set())
+        ids = [self._uniq(m) for m in messages]
         encoded = b"".join(
             _batch_entry(m, self._properties(m, uniq))
             for m, uniq in zip(messages, ids, strict=True)
@@ -224,6 +227,11 @@ class Producer:
                 ResponseCode.SERVICE_NOT_AVAILABLE, f"no master for {queue.broker_name}"
             )
         return addr
+
+    def _uniq(self, message: Message) -> str:
+        """A UNIQ_KEY the caller set is kept, as the Java client's MessageClientIDSetter does."""
+        preset = message.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        return preset or self._ids.next()
 
     def _properties(self, message: Message, uniq: str) -> str:
         props = dict(message.properties)

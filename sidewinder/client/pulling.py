@@ -46,6 +46,9 @@ class ReceivedMessage:
     born_timestamp: int
     reconsume_times: int
     commit_log_offset: int = 0
+    sys_flag: int = 0
+    born_host: str = ""  # "ip:port", as MessageExt.getBornHostString gives it
+    store_host: str = ""
 
     @property
     def topic(self) -> str:
@@ -77,6 +80,9 @@ class ReceivedMessage:
             record.born_timestamp,
             record.reconsume_times,
             record.phy_offset,
+            record.sys_flag,
+            str(record.born_host),
+            str(record.store_host),
         )
 
 
