@@ -41,6 +41,7 @@ log = structlog.get_logger(__name__)
 
 CLIENT_SCAN_S = 10.0
 SHUTDOWN_BUDGET_S = 8.0
+TOPIC_REGISTRATION_WAIT_S = 1.0
 
 
 class _ClientChannels:
@@ -86,7 +87,7 @@ class BrokerApp:
         send_back = SendBackProcessor(
             config, self.store, self.topics, self.groups, max(levels, default=0)
         )
-        send_back.topics_changed = self._metadata_saved  # type: ignore[method-assign]
+        send_back.topics_changed = self._topic_created  # type: ignore[method-assign]
         pull = PullProcessor(
             config, self.store, self.topics, self.groups, self.clients, self.offsets, self.holds
         )
@@ -94,7 +95,7 @@ class BrokerApp:
         admin = AdminProcessor(
             config, self.store, self.topics, self.groups, self.offsets, self.clients
         )
-        send.topics_changed = self._metadata_saved  # type: ignore[method-assign]
+        send.topics_changed = self._topic_created  # type: ignore[method-assign]
         client_manage.metadata_changed = self._metadata_changed  # type: ignore[method-assign]
         admin.metadata_changed = self._metadata_saved  # type: ignore[method-assign]
         table = build_routes(
@@ -179,6 +180,13 @@ class BrokerApp:
         self._metadata_changed()
         if self._persisting is not None:
             await asyncio.shield(self._persisting)
+
+    async def _topic_created(self) -> None:
+        """A send made a topic: answer once the name servers know it (a consumer started next
+        finds its route), but never keep the producer past TOPIC_REGISTRATION_WAIT_S for a
+        slow name server: RocketMQ registers oneway and answers at once."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._metadata_saved(), TOPIC_REGISTRATION_WAIT_S)
 
     async def _persist_metadata(self) -> None:
         loop = asyncio.get_running_loop()

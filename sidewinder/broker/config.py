@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sidewinder.common.config import ConfigError, camel, from_properties
 from sidewinder.remoting.config import ServerConfig
-from sidewinder.store.config import StoreConfig
+from sidewinder.store.config import BrokerRole, StoreConfig
 
 __all__ = ["RECOGNISED_UNSUPPORTED_KEYS", "BrokerConfig", "ConfigError", "refuse_unsupported"]
 
@@ -90,7 +90,11 @@ class BrokerConfig(BaseModel):
         server = from_properties(ServerConfig, values, "broker.conf (server)")
         own_values = {k: v for k, v in values.items() if k not in ("store", "server")}
         own = from_properties(cls, own_values, "broker.conf")
-        return own.model_copy(update={"store": store, "server": server})
+        update: dict[str, Any] = {"store": store, "server": server}
+        if own.broker_id != 0 and store.broker_role is not BrokerRole.SLAVE:
+            # As RocketMQ's BrokerStartup: a master is broker 0, whatever brokerId says.
+            update["broker_id"] = 0
+        return own.model_copy(update=update)
 
     @classmethod
     def conf_keys(cls) -> set[str]:

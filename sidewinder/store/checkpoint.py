@@ -38,6 +38,7 @@ class StoreCheckpoint:
     @classmethod
     def open(cls, path: Path) -> StoreCheckpoint:
         """Read an existing checkpoint, or start a zeroed one (RocketMQ does the same)."""
+        path.with_name(path.name + ".creating").unlink(missing_ok=True)  # a crash's leftover
         if not path.exists():
             return cls(path)
         data = path.read_bytes()

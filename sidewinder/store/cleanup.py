@@ -28,16 +28,15 @@ import structlog
 
 from sidewinder.store.commit_log import CommitLog
 from sidewinder.store.config import StoreConfig
-from sidewinder.store.disk_space import DiskSpace
+from sidewinder.store.disk_space import DISK_CLEAN_FORCIBLY_RATIO, DiskSpace
 from sidewinder.store.dispatch import ConsumeQueueTable
 from sidewinder.store.index_file import IndexFile
 from sidewinder.store.index_service import IndexService
 from sidewinder.store.mapped_file import MappedFile
-from sidewinder.store.stats import disk_used_ratio
+from sidewinder.store.stats import disk_used_ratio, partition_usage
 
 log = structlog.get_logger(__name__)
 
-DISK_CLEAN_FORCIBLY_RATIO = 0.85  # diskSpaceCleanForciblyRatio
 DELETE_FILES_BATCH_MAX = 10
 MANUAL_DELETE_ROUNDS = 20
 
@@ -110,9 +109,11 @@ class Cleanup:
             not 0 <= ratio <= limit for ratio in (done.commit_log_ratio, done.queue_ratio)
         )
         if self.disk.space_wanted:
-            # A file could not be allocated: the disk is full for what comes next.
+            # A file could not be allocated since the last round. Still no room for the next
+            # segment: the disk is full for what comes next, as if above 90 %.
             self.disk.space_wanted = False
-            space_to_free = clean_at_once = True
+            if await loop.run_in_executor(self._file_executor, self._no_room_for_a_segment):
+                space_to_free = clean_at_once = True
         time_to_delete = time.localtime(self._now()).tm_hour in self.hours
         manual = self.manual_rounds > 0
         if time_to_delete or space_to_free or manual:
@@ -147,6 +148,13 @@ class Cleanup:
             self._retired += queue_files + index_files
             self._last_min_phy = min_phy
         return done
+
+    def _no_room_for_a_segment(self) -> bool:
+        try:
+            _, usable = partition_usage(self.config.store_path_commit_log)
+        except OSError:
+            return True
+        return usable < self.config.mapped_file_size_commit_log
 
     def _measure(self) -> tuple[float, float, list[float]]:
         """Disk ratios and the mtimes of every segment but the newest. Blocking."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from sidewinder.protocol.message import encode_offset_msg_id
 from sidewinder.protocol.record import (
+    BLANK_MAGIC,
     BORNHOST_V6_BIT,
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
@@ -74,6 +75,15 @@ _LONG = struct.Struct(">q")
 _SYSFLAG_AT = 36  # after TOTALSIZE, MAGIC, BODYCRC, QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET
 _BORNHOST_AT = 48  # after SYSFLAG and BORNTIMESTAMP
 _STAMP_END_V6 = _BORNHOST_AT + 20 + 8
+_BLANK_HEADER = struct.Struct(">ii")
+
+
+def _blank_tail_at(view: memoryview, position: int, segment_size: int) -> bool:
+    """Whether the blank record that closes a segment starts at `position`."""
+    if position + _BLANK_HEADER.size > len(view):
+        return False
+    total, magic = _BLANK_HEADER.unpack_from(view, position)
+    return magic == BLANK_MAGIC and position + total == segment_size
 
 
 class CommitLog:
@@ -355,7 +365,9 @@ class CommitLog:
             try:
                 scanned = scan_record(view, position, check_crc=check_crc)
             except RecordError:
-                return position
+                # A blank tail reaching past a bounded view (only its 8-byte header was
+                # written; the rest is a hole) still ends the segment whole.
+                return segment.size if _blank_tail_at(view, position, segment.size) else position
             if scanned is None:
                 return position
             if isinstance(scanned, int):
@@ -388,7 +400,7 @@ class CommitLog:
     def first_store_timestamp(self, segment: MappedFile) -> int:
         """STORETIMESTAMP of a segment's first message; 0 when it holds none."""
         try:
-            record = decode_record(segment.buffer, 0)
+            record = decode_record(segment.buffer[: segment.data_end], 0)
         except RecordError:
             return 0
         return record.store_timestamp if isinstance(record, MessageRecord) else 0

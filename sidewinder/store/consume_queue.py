@@ -17,6 +17,8 @@ from sidewinder.store.mapped_file_queue import MappedFileQueue
 CQ_ENTRY = struct.Struct(">qiq")
 CQ_ENTRY_SIZE = CQ_ENTRY.size  # 20
 _PHY = struct.Struct(">q")
+# Blocks a queue file gets ahead of its entries (a default file is 5.7 MB, mostly unwritten).
+ALLOCATION_STEP = 64 << 10
 # A queue that starts above offset 0 has its first file padded with these (fillPreBlank).
 BLANK_ENTRY_SIZE = 0x7FFFFFFF
 
@@ -78,7 +80,9 @@ class ConsumeQueue:
             raise ValueError(f"mappedFileSizeConsumeQueue {file_size} is not a multiple of 20")
         self.topic = topic
         self.queue_id = queue_id
-        self.files = MappedFileQueue(root / topic / str(queue_id), file_size)
+        self.files = MappedFileQueue(
+            root / topic / str(queue_id), file_size, allocation_step=ALLOCATION_STEP
+        )
         self.max_phy_offset = 0  # just past the last entry's message in the CommitLog
         # The first entry whose message the CommitLog still holds (RocketMQ's minLogicOffset).
         self.min_logic_offset = 0
@@ -176,6 +180,7 @@ class ConsumeQueue:
         # file holding that entry, padded before it with blank entries, as RocketMQ pads it.
         start = at - at % self.files.file_size
         segment = self.files.writable_file(start)
+        segment.ensure_allocated(at - start + ALLOCATION_STEP)  # the padding, then the entry
         for position in range(0, at - start, CQ_ENTRY_SIZE):
             encode_entry(segment.buffer, position, phy_offset=0, size=BLANK_ENTRY_SIZE, tags_code=0)
         segment.wrote_position = at - start

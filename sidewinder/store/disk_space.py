@@ -6,10 +6,10 @@ Two things stop puts, each with a remark that says "disk full" and why:
 - a store file could not be given its blocks (a new CommitLog segment, a ConsumeQueue or index
   file). Puts are then refused for `ALLOCATION_RETRY_S`, after which the next put tries again,
   so puts resume on their own once space is back; the next cleanup round counts the disk as
-  over `diskMaxUsedSpaceRatio`, so expired segments go at once.
+  full (as it would be above 90 %): old segments go, forcibly with cleanFileForciblyEnable.
 
-`check_room` is asked before a CommitLog segment is made: one whose blocks would take the disk
-above `DISK_FULL_RATIO` is refused before it is allocated.
+`check_room` is asked before a CommitLog segment is made: one that does not fit, or while the
+disk is above `DISK_FULL_RATIO`, is refused before anything is allocated.
 """
 
 from __future__ import annotations
@@ -27,7 +27,12 @@ from sidewinder.store.stats import partition_usage
 log = structlog.get_logger(__name__)
 
 DISK_FULL_RATIO = 0.90  # RocketMQ's diskSpaceWarningLevelRatio
+DISK_CLEAN_FORCIBLY_RATIO = 0.85  # diskSpaceCleanForciblyRatio; also where the flag clears
 ALLOCATION_RETRY_S = 1.0
+
+
+class DiskOverLimitError(DiskFullError):
+    """Room on the disk, but it is above the ratio where puts stop."""
 
 
 class DiskSpace:
@@ -49,7 +54,10 @@ class DiskSpace:
         return ""
 
     def judge_ratio(self, ratio: float) -> None:
-        """The cleanup timer's measure: set or clear the over-the-limit refusal."""
+        """The cleanup timer's measure: set the refusal above 90 %, clear it at 85 % or below
+        (RocketMQ's hysteresis: between the two the flag stays as it was)."""
+        if self.full_by_ratio and ratio > DISK_CLEAN_FORCIBLY_RATIO:
+            return
         if ratio > DISK_FULL_RATIO:
             if not self.full_by_ratio:
                 log.error("store.disk_full", used_ratio=round(ratio, 3), refusing_puts=True)
@@ -70,7 +78,9 @@ class DiskSpace:
             log.error("store.disk_full", reason=reason, refusing_puts=True)
         self.allocation_remark = reason if "disk full" in reason else f"disk full: {reason}"
         self._retry_at = self._clock() + ALLOCATION_RETRY_S
-        self.space_wanted = True
+        if not isinstance(error, DiskOverLimitError):
+            # No room for a file at all: the disk is full for what comes next.
+            self.space_wanted = True
         return self.allocation_remark
 
     def allocation_succeeded(self) -> None:
@@ -79,14 +89,21 @@ class DiskSpace:
         self.allocation_remark = ""
 
     def check_room(self, directory: Path, size: int) -> None:
-        """Refuse (DiskFullError) a new `size`-byte file in `directory` that would take the
-        disk above DISK_FULL_RATIO, or that does not fit at all."""
+        """Refuse a new `size`-byte file in `directory` (DiskFullError) that does not fit, or
+        (DiskOverLimitError) while the disk is above DISK_FULL_RATIO, as RocketMQ stops puts."""
         used, usable = partition_usage(directory)
-        ratio = (used + size) / max(used + usable, 1)
-        if size > usable or ratio > DISK_FULL_RATIO:
+        if size > usable:
             raise DiskFullError(
                 errno.ENOSPC,
-                f"disk full: a new {size}-byte segment in {directory} would take its disk to "
-                f"{ratio:.0%} used (puts stop above {DISK_FULL_RATIO:.0%})",
+                f"disk full: a new {size}-byte segment does not fit the {usable} bytes free "
+                f"in {directory}",
+                str(directory),
+            )
+        ratio = used / max(used + usable, 1)
+        if ratio > DISK_FULL_RATIO:
+            raise DiskOverLimitError(
+                errno.ENOSPC,
+                f"disk full: {directory} is on a disk {ratio:.0%} used "
+                f"(puts stop above {DISK_FULL_RATIO:.0%})",
                 str(directory),
             )

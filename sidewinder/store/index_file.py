@@ -159,6 +159,13 @@ class IndexFile:
                 self.begin_timestamp = self.end_timestamp = end_timestamp
             self._write_header()
 
+    def reserve(self, entries: int) -> None:
+        """Allocate room for the next `entries` keys (DiskFullError, nothing written, if the
+        disk has none). Blocking."""
+        end = self._slots_end + (self.index_count + entries) * INDEX_ENTRY_SIZE
+        if end > self.file.allocated_to:
+            self.file.ensure_allocated(end + ALLOCATION_STEP)
+
     def slots_readable(self) -> bool:
         """Whether lookups may read the slots. A file found on disk may be sparse (RocketMQ's
         are); on tmpfs a read of a hole takes a block, a SIGBUS on a full disk, so its slots

@@ -23,6 +23,8 @@ class IndexService:
 
     def load(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
+        for leftover in self.directory.glob("*.creating"):
+            leftover.unlink(missing_ok=True)  # a file a crash interrupted being made
         for path in sorted(p for p in self.directory.iterdir() if p.name.isdigit()):
             self.files.append(IndexFile(path, self.hash_slot_num, self.max_index_num))
 
@@ -70,10 +72,22 @@ class IndexService:
             # A repeated dispatch. RocketMQ skips only offsets below the end, so re-dispatching
             # the last message would index it twice; each offset is one message, so <= is exact.
             return
-        for key in keys:
-            if key:
-                # _writable rolls to a new file when the last one is full.
-                self._writable().put_key(index_key(topic, key), phy_offset, store_timestamp)
+        keys = [key for key in keys if key]
+        if not keys:
+            return
+        # Room for every key first (the next file too, when this one fills mid-message): a
+        # full disk then leaves nothing written, and the retry indexes the message whole. Half
+        # its keys written would make the retry skip the rest, as a repeat.
+        current = self._writable()
+        room = current.max_index_num - current.index_count
+        current.reserve(min(room, len(keys)))
+        following = None
+        if room < len(keys):
+            following = self._roll()
+            following.reserve(len(keys) - room)
+        for n, key in enumerate(keys):
+            target = current if n < room or following is None else following
+            target.put_key(index_key(topic, key), phy_offset, store_timestamp)
 
     def _indexed_anything(self) -> bool:
         return len(self.files) > 1 or bool(self.files and self.files[0].index_count > 1)

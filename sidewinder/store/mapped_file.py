@@ -72,7 +72,7 @@ class MappedFile:
             raise
         self.buffer = memoryview(self._map)
         # Recovery reads no further: past it a sparse file has holes, and on tmpfs even a read
-        # of a hole takes a block (a SIGBUS when the disk is full). See allocate_or_bound.
+        # of a hole takes a block (a SIGBUS when the disk is full). See check_found_file.
         self.data_end = size
         # Appends go to `write_buffer`: the map itself, or a TransientStorePool buffer whose
         # bytes reach the file only when committed. Readers see the committed part only.
@@ -86,20 +86,27 @@ class MappedFile:
         """Allocate the blocks of `[0, end)` (default: the whole file) before writing there;
         DiskFullError when the disk has no room. A no-op once done. Blocking (briefly)."""
         end = self.size if end is None else min(end, self.size)
-        if end > self.allocated_to:
-            allocate(self._fd, self.allocated_to, end - self.allocated_to, self.path)
+        start = self.allocated_to  # read once: a query thread may race the writer here
+        if end > start:
+            allocate(self._fd, start, end - start, self.path)
             self.allocated_to = end
 
-    def allocate_or_bound(self) -> bool:
-        """For a file found on disk (perhaps sparse): allocate it whole, or, when the disk has
-        no room, bound recovery's reads at its first hole (nothing was written there). Blocking."""
-        try:
-            self.ensure_allocated()
-        except DiskFullError:
-            with contextlib.suppress(OSError):
-                self.data_end = os.lseek(self._fd, 0, os.SEEK_HOLE)
-            return False
-        return True
+    def check_found_file(self, *, allocate_whole: bool) -> None:
+        """For a file found on disk, before anything reads it: one with every block is done.
+        A sparse one (RocketMQ's, older ours) is allocated whole when `allocate_whole` and the
+        disk has room; otherwise reads at start (recovery) stop at its first hole, where
+        nothing was written and where, on tmpfs, even a read takes a block. Blocking."""
+        if os.fstat(self._fd).st_blocks * 512 >= self.size:
+            self.allocated_to = self.size
+            return
+        if allocate_whole:
+            try:
+                self.ensure_allocated()
+                return
+            except DiskFullError:
+                pass
+        with contextlib.suppress(OSError):
+            self.data_end = os.lseek(self._fd, 0, os.SEEK_HOLE)
 
     def use_pool_buffer(self, buffer: memoryview, give_back: Callable[[memoryview], None]) -> None:
         """Write through `buffer` (a pooled one of this file's size) until the file is full."""

@@ -55,10 +55,19 @@ def _zero_written_pages(buffer: memoryview, start: int, end: int) -> None:
 
 class MappedFileQueue:
     def __init__(
-        self, directory: Path, file_size: int, pool: TransientStorePool | None = None
+        self,
+        directory: Path,
+        file_size: int,
+        pool: TransientStorePool | None = None,
+        *,
+        allocation_step: int | None = None,
     ) -> None:
+        """`allocation_step`: None allocates each new file whole (the CommitLog); a step
+        allocates as appends go, that much ahead (ConsumeQueues: RocketMQ's are sparse, and
+        a store holds thousands of them)."""
         self.directory = directory
         self.file_size = file_size
+        self.allocation_step = allocation_step
         self.files: list[MappedFile] = []
         self.pool = pool
         # Segments written through a pool buffer and not yet wholly committed, oldest first.
@@ -122,6 +131,9 @@ class MappedFileQueue:
         Positions stay 0 until recovery sets them from what the files hold.
         """
         self.directory.mkdir(parents=True, exist_ok=True)
+        for leftover in self.directory.glob("*.creating"):
+            # A file a crash interrupted being made: never named, never written.
+            leftover.unlink(missing_ok=True)
         names = sorted(
             (p for p in self.directory.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)
         )
@@ -132,11 +144,10 @@ class MappedFileQueue:
                 raise StoreFileError(
                     f"{path}: starts at {offset}, the previous segment ends at {expected}"
                 )
-            self.files.append(MappedFile(path, self.file_size))
+            found = MappedFile(path, self.file_size)
+            found.check_found_file(allocate_whole=self.allocation_step is None)
+            self.files.append(found)
             expected = offset + self.file_size
-        if self.files:
-            # The one file with room left: recovery reads past its data and appends go there.
-            self.files[-1].allocate_or_bound()
 
     @property
     def last_file(self) -> MappedFile | None:
@@ -146,7 +157,12 @@ class MappedFileQueue:
         """The segment appends go to, creating the first or the next one as needed."""
         last = self.last_file
         if last is not None and not last.is_full:
-            last.ensure_allocated()  # loaded from disk, perhaps sparse; DiskFullError if so
+            step = self.allocation_step
+            if step is None:
+                if last.allocated_to < last.size:
+                    last.ensure_allocated()  # found sparse on disk; DiskFullError if no room
+            elif last.allocated_to < min(last.wrote_position + step // 2, last.size):
+                last.ensure_allocated(last.wrote_position + step)
             return last
         offset = start_offset if last is None else last.file_from_offset + self.file_size
         if offset % self.file_size:
@@ -169,7 +185,7 @@ class MappedFileQueue:
         path = self.directory / MappedFile.name_for(offset)
         if self.before_create is not None and not path.exists():
             self.before_create(self.file_size)
-        return MappedFile(path, self.file_size)
+        return MappedFile(path, self.file_size, allocate_on_create=self.allocation_step)
 
     def find(self, offset: int) -> MappedFile | None:
         """The segment holding global `offset`, if any (segments are contiguous)."""

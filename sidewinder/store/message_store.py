@@ -338,11 +338,17 @@ class MessageStore:
             await asyncio.sleep(1)
 
     # -- puts ----------------------------------------------------------------------------------
-    async def put_message(self, message: MessageToStore) -> PutResult:
-        """Append one message; durable per flushDiskType."""
+    async def put_message(self, message: MessageToStore, *, wait: bool | None = None) -> PutResult:
+        """Append one message; durable per flushDiskType. `wait` (default: the message's WAIT
+        property) is whether to answer only once flushed, under SYNC_FLUSH; a caller that
+        stores the message without its WAIT property says what the producer asked for."""
         started = time.perf_counter()
         result = self._append(message)
-        if result.status is PutStatus.PUT_OK and self.sync_flush and _wants_wait(message):
+        if (
+            result.status is PutStatus.PUT_OK
+            and self.sync_flush
+            and (_wants_wait(message) if wait is None else wait)
+        ):
             result = await self._await_flush(result)
         self._count(result, started)
         return result

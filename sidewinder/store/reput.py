@@ -34,7 +34,6 @@ class Reput:
         grown: QueueGrowth = {}
         n = 0
         dispatch = self.dispatcher.dispatch
-        self.blocked = None
         try:
             for scanned in self.commit_log.scan(self.offset):
                 total, phy, topic, queue_id, queue_offset, _, store_ts, _ = scanned
@@ -50,6 +49,9 @@ class Reput:
                 self.offset = max(self.offset, min(limit, self.commit_log.max_offset))
         except DiskFullError as exc:
             self.blocked = exc
+        else:
+            # Cleared only by a round that went through: puts stay refused while one retries.
+            self.blocked = None
         self.dispatched += n
         return grown
 

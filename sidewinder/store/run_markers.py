@@ -19,6 +19,10 @@ import fcntl
 import os
 from pathlib import Path
 
+import structlog
+
+log = structlog.get_logger(__name__)
+
 OWNER_XATTR = "user.sidewinder.owner"
 
 
@@ -96,7 +100,7 @@ class CommitLogDirLock:
             # flock, not lockf: it binds to this open file, so a second store in the same
             # process is refused too.
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except BlockingIOError:
             holder = describe_holder(self.directory, fd)
             os.close(fd)
             raise StoreLockedError(
@@ -105,6 +109,12 @@ class CommitLogDirLock:
                 "(RocketMQ puts the CommitLog at ~/store/commitlog unless storePathCommitLog "
                 "is set, whatever storePathRootDir says)"
             ) from None
+        except OSError as exc:
+            # A filesystem that cannot lock a directory (NFS emulates flock with record locks,
+            # which want a file open for writing): go on without this guard, and say so.
+            os.close(fd)
+            log.warning("store.commitlog_not_locked", path=str(self.directory), reason=exc.strerror)
+            return
         self._fd = fd
         note = f"{self.owner}, pid {os.getpid()}".encode()
         with contextlib.suppress(OSError):  # a filesystem without user xattrs: pid only
@@ -112,6 +122,8 @@ class CommitLogDirLock:
 
     def release(self) -> None:
         if self._fd >= 0:
+            with contextlib.suppress(OSError):  # the note must not outlive the lock
+                os.removexattr(self._fd, OWNER_XATTR)
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = -1

@@ -159,10 +159,13 @@ def test_restart_on_a_full_disk_with_a_sparse_segment_and_lost_queues(tmp_path: 
     """The restart that died of SIGBUS: recovery cuts a torn tail in a sparse segment on a
     full disk. It must start, refuse puts until there is room, then continue the queue."""
 
+    # No forced cleanup: every acknowledged message must stay readable.
+    config = full_disk_config(root := tmp_path / "disk" / "store", clean_file_forcibly_enable=False)
+
     async def first_run(root: Path) -> int:
-        store = MessageStore(full_disk_config(root), store_host=HOST)
+        store = MessageStore(config, store_host=HOST)
         await store.start()
-        for n in range(300):
+        for n in range(1200):
             assert (await store.put_message(message("Sparse", 0, n, size=2048))).status is (
                 PutStatus.PUT_OK
             )
@@ -171,18 +174,20 @@ def test_restart_on_a_full_disk_with_a_sparse_segment_and_lost_queues(tmp_path: 
         return end
 
     async def second_run(root: Path, disk: Path) -> None:
-        store = MessageStore(full_disk_config(root), store_host=HOST)
+        store = MessageStore(config, store_host=HOST)
         await store.start()
         try:
             assert store.recovery is not None and store.recovery.crashed
-            refused = await store.put_message(message("Sparse", 0, 300, size=2048))
+            refused = await store.put_message(message("Sparse", 0, 1200, size=2048))
             assert refused.status is PutStatus.SERVICE_NOT_AVAILABLE
             assert "disk full" in refused.remark
             (disk / "ballast").unlink()
             # The queues are rebuilt once there is room; the queue goes on where it was.
-            assert await until_put_ok(store, "Sparse", 300) == 300
-            bodies = await read_all(store, "Sparse", 301)
-            assert bodies[299] == bytes(message("Sparse", 0, 299, size=2048).body)
+            assert await until_put_ok(store, "Sparse", 1200) == 1200
+            bodies = await read_all(store, "Sparse", 1201)
+            assert bodies[:1200] == [
+                bytes(message("Sparse", 0, n, size=2048).body) for n in range(1200)
+            ]
         finally:
             await store.shutdown()
 
@@ -190,12 +195,21 @@ def test_restart_on_a_full_disk_with_a_sparse_segment_and_lost_queues(tmp_path: 
         root = disk / "store"
         end = asyncio.run(first_run(root))
         segments = sorted((root / "commitlog").iterdir())
-        last = segments[-1]
-        written = end - int(last.name)
-        sparsify(last, written, junk=last.read_bytes()[:200])  # a torn copy of a header
-        for extra in segments:
-            if int(extra.name) > end:
-                extra.unlink()  # the prepared, unused segment
+        assert len(segments) >= 3  # full ones and the one being written
+        # The one a RocketMQ broker (or an older ours) made ahead, sparse, and left there.
+        ahead = segments[-1].with_name(MappedFile.name_for(int(segments[-1].name) + (1 << 20)))
+        with open(ahead, "wb") as made_ahead:
+            made_ahead.truncate(1 << 20)
+        segments.append(ahead)
+        data = [path for path in segments if int(path.name) < end]
+        last = data[-1]
+        sparsify(last, end - int(last.name), junk=last.read_bytes()[:200])  # a torn header copy
+        for older in data[:-1]:
+            # Only the blank tail's 8-byte header written, the rest of the tail a hole.
+            sparsify(older, len(older.read_bytes().rstrip(b"\0")), junk=b"")
+        for prepared in segments:
+            if int(prepared.name) > end:
+                sparsify(prepared, 0, junk=b"")  # made ahead, never written: all hole
         # The queues are lost: dispatch must rebuild them, and has no room to.
         for path in sorted((root / "consumequeue").rglob("*"), reverse=True):
             path.unlink() if path.is_file() else path.rmdir()
@@ -203,3 +217,43 @@ def test_restart_on_a_full_disk_with_a_sparse_segment_and_lost_queues(tmp_path: 
         fill(disk)
         assert free_bytes(disk) < 64 << 10
         asyncio.run(second_run(root, disk))
+
+
+def test_no_room_for_a_queue_file_pauses_dispatch_and_puts_until_there_is(tmp_path: Path) -> None:
+    """The CommitLog segment has room, a new ConsumeQueue file has none: puts stop (what is
+    acknowledged stays readable once dispatched), and all goes on once space is back."""
+
+    async def scenario(disk: Path) -> None:
+        store = MessageStore(full_disk_config(disk / "store"), store_host=HOST)
+        await store.start()
+        try:
+            for n in range(10):
+                assert (await store.put_message(message("Q", 0, n, size=100))).status is (
+                    PutStatus.PUT_OK
+                )
+            await store.caught_up(5)
+            ballast = fill(disk)
+            acked = 10
+            refusal = ""
+            for n in range(10, 2000):
+                result = await store.put_message(message("Q", 0, n, size=100))
+                if result.status is not PutStatus.PUT_OK:
+                    refusal = result.remark
+                    break
+                acked += 1
+                await asyncio.sleep(0.002)  # let dispatch run
+            assert "disk full" in refusal and "dispatched" in refusal, refusal
+            assert acked < 2000
+            assert (await read_all(store, "Q", 10))[:10]  # what was dispatched is served
+            ballast.unlink()
+            assert await until_put_ok(store, "Q", acked) == acked
+            bodies = await read_all(store, "Q", acked + 1)
+            assert bodies[:acked] == [
+                bytes(message("Q", 0, n, size=100).body) for n in range(acked)
+            ]
+            assert bodies[acked] == bytes(message("Q", 0, acked, size=2048).body)
+        finally:
+            await store.shutdown()
+
+    with small_disk(tmp_path / "disk", mib=16) as disk:
+        asyncio.run(scenario(disk))

@@ -20,7 +20,7 @@ from sidewinder.protocol.headers import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
 )
-from sidewinder.protocol.message import MessageConst, without_property
+from sidewinder.protocol.message import MessageConst, property_value, without_property
 from sidewinder.protocol.record import Host, MessageToStore
 from sidewinder.remoting.dispatch import RequestContext
 from sidewinder.store.message_store import MessageStore, PutResult, PutStatus
@@ -144,7 +144,13 @@ class SendProcessor:
                 await self.topics_changed()  # a %DLQ% topic made for this send
             if isinstance(message, RemotingCommand):
                 return message
-            result = await self.store.put_message(message)
+            # What the producer asked for: a plain message is stored without its WAIT.
+            wait = property_value(
+                (header.properties or "").encode(), MessageConst.WAIT_STORE_MSG_OK
+            )
+            result = await self.store.put_message(
+                message, wait=wait is None or wait.lower() != "false"
+            )
         return self._reply(request, result, queue_id)
 
     def _single_message(
