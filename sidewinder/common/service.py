@@ -22,3 +22,8 @@ async def serve_until_signalled(
     print(banner(), flush=True)
     await stopping.wait()
     await stop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        # Stopped cleanly: a second signal (a supervisor repeating itself) must not turn the
+        # exit into a death by signal while the loop and the interpreter wind down.
+        loop.remove_signal_handler(signum)
+        signal.signal(signum, signal.SIG_IGN)
