@@ -17,10 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import Row, SparkSession
 
 from interop.sidewinder import SidewinderCluster
 from sidewinder.client.producer import Message, SendResult
+from sidewinder.client.route_cache import MessageQueue
 from sidewinder.client.sync import Admin, Producer
 from sidewinder.protocol.message import decode_offset_msg_id
 from tests.conftest import unique
@@ -71,34 +72,43 @@ def topic(admin: Admin) -> str:
 
 
 def fill_and_clean_up(
-    admin: Admin, producer: Producer, topic: str, sent: list[SendResult], first: int
+    admin: Admin,
+    producer: Producer,
+    topic: str,
+    sent: list[SendResult],
+    queue_ids: tuple[int, ...] = (0, 1, 2, 3),
 ) -> tuple[dict[int, int], set[str]]:
-    """Send 45 messages of 100 KiB (keys key-FIRST...) over four segments and a fifth, then 40
-    small ones into the fifth; wait until cleanup deleted every segment before the newest.
-    `sent` (what the test sent before: key-0...) is extended. The queues' first offsets (by
-    queue id) and the keys of the messages still in the topic."""
-    assert len(sent) == first
-    for n in range(first, first + 45):
-        body = f"big-{n}".encode().ljust(BIG_BODY, b".")
-        sent.append(producer.send(Message(topic, body, keys=[f"key-{n}"])))
-    tail = produce(producer, topic, first + 45, 40)
-    sent += tail
-    phy = {r.msg_id: decode_offset_msg_id(r.offset_msg_id)[2] for r in sent}
-    newest = max(phy.values()) // SEGMENT_BYTES * SEGMENT_BYTES
+    """Send 45 messages of 100 KiB over four segments and a fifth, then 40 small ones into the
+    fifth, round robin over `queue_ids`; wait until cleanup deleted every segment before the
+    newest. `sent` (what the test sent before: key-0...) is extended. The queues' first offsets
+    (by queue id) and the keys of the messages still in the topic."""
+    broker = sent[0].queue.broker_name
+    first = len(sent)
+    for n in range(first, first + 85):
+        queue = MessageQueue(topic, broker, queue_ids[n % len(queue_ids)])
+        body = f"body-{n}".encode()
+        if n < first + 45:
+            body = body.ljust(BIG_BODY, b".")
+        sent.append(producer.send(Message(topic, body, keys=[f"key-{n}"]), queue=queue))
+    phy = [decode_offset_msg_id(r.offset_msg_id)[2] for r in sent]
+    newest = max(phy) // SEGMENT_BYTES * SEGMENT_BYTES
     assert newest >= 4 * SEGMENT_BYTES, newest  # four segments for cleanup to delete
-    assert all(phy[r.msg_id] >= newest for r in tail)  # the small ones stay
-    kept = [r for r in sent if phy[r.msg_id] >= newest]
-    expected = {q: min(r.queue_offset for r in kept if r.queue.queue_id == q) for q in range(4)}
+    assert min(phy[first + 45 :]) >= newest  # the small ones stay
+    kept = {n for n in range(len(sent)) if phy[n] >= newest}
+    expected = {}
+    for queue_id in range(4):
+        offsets = [r.queue_offset for r in sent if r.queue.queue_id == queue_id]
+        left = [sent[n].queue_offset for n in kept if sent[n].queue.queue_id == queue_id]
+        # A queue with no message left starts after its last one.
+        expected[queue_id] = min(left) if left else max(offsets, default=-1) + 1
 
     deadline = time.monotonic() + 30
     while True:
         firsts = {queue.queue_id: low for queue, low, _, _ in admin.topic_status(topic)}
         if firsts == expected:
-            break
+            return firsts, {f"key-{n}" for n in kept}
         assert time.monotonic() < deadline, f"first offsets {firsts}, want {expected}"
         time.sleep(0.2)
-    keys = {f"key-{n}" for n, r in enumerate(sent) if phy[r.msg_id] >= newest}
-    return firsts, keys
 
 
 def test_a_stream_restarted_behind_cleaned_up_offsets(
@@ -112,7 +122,7 @@ def test_a_stream_restarted_behind_cleaned_up_offsets(
     out, checkpoint = tmp_path / "out", tmp_path / "ckpt"
     sent = produce(producer, topic, 0, 40)  # offsets 0-9 of each queue
     to_parquet(stream(spark, cleaning, topic), out, checkpoint)
-    firsts, kept = fill_and_clean_up(admin, producer, topic, sent, 40)
+    firsts, kept = fill_and_clean_up(admin, producer, topic, sent)
     assert min(firsts.values()) > 10  # every queue lost offsets past the checkpoint's 10
     committed = sorted(p.name for p in (checkpoint / "commits").iterdir())
 
@@ -143,17 +153,28 @@ def test_a_batch_read_from_cleaned_up_offsets(
     producer: Producer,
     topic: str,
 ) -> None:
-    firsts, kept = fill_and_clean_up(admin, producer, topic, [], 0)
-    queues = {f"{cleaning.broker_name}:{q}": 0 for q in range(4)}
-    frame = (
-        spark.read.format("rocketmq")
-        .option("namesrvAddr", cleaning.namesrv_addr)
-        .option("subscribe", topic)
-        .option("startingOffsets", json.dumps({topic: queues}))
-    )
+    """Queue 3 gets only the first 40 messages' share: every message of it is cleaned up."""
+    sent = produce(producer, topic, 0, 40)
+    firsts, kept = fill_and_clean_up(admin, producer, topic, sent, queue_ids=(0, 1, 2))
+    assert firsts[3] == sum(1 for r in sent if r.queue.queue_id == 3) > 0
 
+    def read(**options: str) -> list[Row]:
+        frame = spark.read.format("rocketmq").option("namesrvAddr", cleaning.namesrv_addr)
+        frame = frame.option("subscribe", topic)
+        for name, value in options.items():
+            frame = frame.option(name, value)
+        return frame.load().collect()
+
+    def assert_kept(rows: list[Row]) -> None:
+        assert sorted(r.keys for r in rows) == sorted(kept)
+        for queue_id, first in firsts.items():
+            offsets = sorted(r.queueOffset for r in rows if r.queueId == queue_id)
+            assert offsets == list(range(first, first + len(offsets)))
+
+    assert_kept(read())  # earliest: no loss, whatever failOnDataLoss says
+    zeros = json.dumps({topic: {f"{cleaning.broker_name}:{q}": 0 for q in range(4)}})
     with pytest.raises(Exception, match="failOnDataLoss=false") as failed:
-        frame.load().collect()
+        read(startingOffsets=zeros)
     queue = rf"{re.escape(topic)} {cleaning.broker_name}:(\d)"
     named = re.search(
         rf"startingOffsets: offset 0 of {queue} is below the queue's first offset (\d+) "
@@ -162,9 +183,4 @@ def test_a_batch_read_from_cleaned_up_offsets(
     )
     assert named, str(failed.value)[:2000]
     assert int(named[2]) == firsts[int(named[1])]
-
-    rows = frame.option("failOnDataLoss", "false").load().collect()
-    assert sorted(r.keys for r in rows) == sorted(kept)
-    for queue_id, first in firsts.items():
-        offsets = sorted(r.queueOffset for r in rows if r.queueId == queue_id)
-        assert offsets == list(range(first, first + len(offsets)))
+    assert_kept(read(startingOffsets=zeros, failOnDataLoss="false"))
