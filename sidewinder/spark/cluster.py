@@ -14,6 +14,7 @@ the executors share a process.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
@@ -34,6 +35,7 @@ from sidewinder.protocol.message import MessageConst
 from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.protocol.subscription import Subscription
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 READER_GROUP = "SIDEWINDER_SPARK_READER"  # pulls carry a group; this one never commits
 PRODUCER_GROUP = "SIDEWINDER_SPARK_WRITER"
@@ -204,12 +206,7 @@ class Cluster:
             if result.code == ResponseCode.PULL_OFFSET_MOVED or (
                 result.code == ResponseCode.PULL_NOT_FOUND and result.next_offset > at
             ):
-                if fail_on_data_loss:
-                    raise DataLossError(
-                        f"{queue.topic} {queue.broker_name}:{queue.queue_id}: offset {at} is gone "
-                        f"(the broker moved it to {result.next_offset}); "
-                        "set failOnDataLoss=false to skip"
-                    )
+                _data_loss(queue, at, result.next_offset, fail_on_data_loss)
             elif result.code == ResponseCode.PULL_NOT_FOUND:
                 raise DataLossError(
                     f"{queue.topic} {queue.broker_name}:{queue.queue_id}: no message at {at} "
@@ -298,6 +295,22 @@ class Cluster:
             return found
 
         return self._call(query_all())
+
+
+def _data_loss(queue: MessageQueue, at: int, moved_to: int, fail: bool) -> None:
+    """The broker sent a pull at `at` to `moved_to`: the offsets between are gone (or, moved
+    back, the queue is shorter than the reader's offset). DataLossError, or a warning."""
+    named = f"{queue.topic} {queue.broker_name}:{queue.queue_id}"
+    if moved_to > at:
+        lost = (
+            f"{named}: offsets {at}..{moved_to - 1} are gone "
+            f"(cleaned up; the queue now starts at {moved_to})"
+        )
+    else:
+        lost = f"{named}: offset {at} is past the queue's end {moved_to} (made again?)"
+    if fail:
+        raise DataLossError(f"{lost}; set failOnDataLoss=false to skip them")
+    log.warning("%s; skipped them (failOnDataLoss=false)", lost)
 
 
 async def _make(factory: Any) -> Any:

@@ -122,9 +122,15 @@ class ConsumeQueue:
         return max(self.files.min_offset // CQ_ENTRY_SIZE, self.min_logic_offset)
 
     def correct_min_offset(self, min_phy_offset: int) -> None:
-        """Move the minimum to the first entry of the first file whose message is not gone."""
+        """Move the minimum to the first entry of the first file whose message is not gone, or
+        past the last entry when every message is gone (RocketMQ 5's correctMinOffset; 4.9
+        leaves it at removed messages, which 4.9's getMessage skips and ours does not)."""
         files = self.files.files
         if not files:
+            return
+        last = self.entry(self.max_offset - 1) if self.max_offset else None
+        if last is not None and not last.is_blank and last.phy_offset < min_phy_offset:
+            self.min_logic_offset = self.max_offset
             return
         first = files[0]
         for position in range(0, first.wrote_position, CQ_ENTRY_SIZE):

@@ -107,6 +107,44 @@ def test_expired_segments_go_at_delete_when_and_queues_follow(tmp_path: Path) ->
     verify_store(tmp_path, config(tmp_path))
 
 
+def test_a_queue_whose_every_message_went_starts_after_its_last_entry(tmp_path: Path) -> None:
+    """Its one ConsumeQueue file stays (the last file always does), none of its entries points
+    at a kept message: the minimum moves past them all, as RocketMQ 5's correctMinOffset does.
+    Left at 0, it told readers to start at messages that are gone, and pulls from there found
+    nothing and did not move on."""
+
+    async def fill_two_topics() -> list[int]:
+        store = MessageStore(config(tmp_path), store_host=HOST)
+        await store.start()
+        for n in range(5):
+            await store.put_message(message("Quiet", 0, n))
+        await store.shutdown()
+        return await fill(tmp_path)
+
+    starts = asyncio.run(fill_two_topics())
+    age_segments(tmp_path, starts[:-1], hours=73)
+
+    async def scenario(store: MessageStore) -> None:
+        await until(lambda: store.cleanup._last_min_phy == starts[-1], "cleanup")
+        assert store.min_offset_in_queue("Quiet", 0) == store.max_offset_in_queue("Quiet", 0) == 5
+        got = store.get_messages("Quiet", 0, 0, 8)
+        assert got.status is GetStatus.OFFSET_TOO_SMALL and got.next_begin_offset == 5
+        result = await store.put_message(message("Quiet", 0, 5))
+        assert result.append is not None and result.append.queue_offset == 5
+        await wait_dispatched(store, "Quiet", 0, 6)
+        assert store.min_offset_in_queue("Quiet", 0) == 5
+        assert store.get_messages("Quiet", 0, 5, 8).status is GetStatus.FOUND
+
+    run(tmp_path, scenario, delete_when=ALL_HOURS, file_reserved_time=72)
+
+    async def reopen(store: MessageStore) -> None:
+        # Recovery corrects the minimum the same way: the message put after cleanup is kept.
+        assert store.min_offset_in_queue("Quiet", 0) == 5
+        assert store.max_offset_in_queue("Quiet", 0) == 6
+
+    run(tmp_path, reopen)
+
+
 def test_nothing_goes_outside_delete_when_or_within_the_reserved_time(tmp_path: Path) -> None:
     starts = asyncio.run(fill(tmp_path))
     age_segments(tmp_path, starts[:2], hours=73)
