@@ -44,7 +44,7 @@ def stream_key(topic: str, queue: int) -> bytes:
     return f"{topic}:{queue}".encode()
 
 
-class _RedisLoad(LoadProtocol):
+class _RedisLoad(LoadProtocol, asyncio.Protocol):
     def __init__(self, done: asyncio.Future[None], load: Load) -> None:
         import hiredis  # only the Redis peer needs it
 

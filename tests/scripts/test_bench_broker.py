@@ -12,6 +12,7 @@ from pathlib import Path
 from interop.cache import REPO_ROOT
 from sidewinder.broker.processors.send import decode_batch
 from sidewinder.protocol.codes import LanguageCode, RequestCode
+from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import (
     SEND_V2_NAMES,
     PullMessageRequestHeader,
@@ -25,12 +26,15 @@ sys.path.insert(0, str(REPO_ROOT / "scripts"))
 from bench_broker import ROWS
 from loadgen import pull_templates, send_templates
 
-SENDS = ((1_000_000_123, 0xABC), (2_000_000_000, 0xABD))  # (opaque, UNIQ_KEY counter)
+
+def _uniq_key(command: RemotingCommand) -> str:
+    header = SendMessageRequestHeader.from_ext(command.ext_fields, names=SEND_V2_NAMES)
+    return decode_properties((header.properties or "").encode())["UNIQ_KEY"]
 
 
 def test_send_frames_patch_opaque_and_uniq_key_into_a_java_style_header() -> None:
-    templates = send_templates("T", "broker-a", queues=8, body=b"x" * 1024)
-    first, second = (decode_frame(bytes(templates[3].render(opaque, n))) for opaque, n in SENDS)
+    template = send_templates("T", "broker-a", queues=8, body=b"x" * 1024)[3].for_connection(2)
+    first = decode_frame(template.render(b"1000000123"))
     assert (first.code, first.language, first.opaque) == (
         RequestCode.SEND_MESSAGE_V2,
         LanguageCode.JAVA,
@@ -46,23 +50,20 @@ def test_send_frames_patch_opaque_and_uniq_key_into_a_java_style_header() -> Non
     props = decode_properties((header.properties or "").encode())
     assert props["WAIT"] == "true" and props["TAGS"] == "TagA"
     assert re.fullmatch(r"[0-9A-F]{32}", props["UNIQ_KEY"])
-    assert props["UNIQ_KEY"].endswith("000000000ABC")
-    again = SendMessageRequestHeader.from_ext(second.ext_fields, names=SEND_V2_NAMES)
-    assert (
-        decode_properties((again.properties or "").encode())["UNIQ_KEY"][:20]
-        == props["UNIQ_KEY"][:20]
-    )
-    assert second.opaque == 2_000_000_000 and first.body == b"x" * 1024
+    assert props["UNIQ_KEY"].endswith("201000000123")  # connection 2, message 0, the opaque
+    second = decode_frame(template.render(b"2000000000"))
+    assert second.opaque == 2_000_000_000 and first.body == second.body == b"x" * 1024
+    assert _uniq_key(second) == props["UNIQ_KEY"][:20] + "202000000000"
 
 
 def test_batch_frames_carry_one_uniq_key_per_message() -> None:
     (template,) = send_templates("T", "broker-a", queues=1, body=b"y" * 100, batch=16)
-    command = decode_frame(bytes(template.render(1_000_000_001, 5)))
+    command = decode_frame(template.for_connection(1).render(b"1000000001"))
     assert command.code == RequestCode.SEND_BATCH_MESSAGE
     assert command.ext_fields is not None and command.ext_fields["m"] == "true"
     entries = decode_batch(command.body or b"")
     keys = [decode_properties(props)["UNIQ_KEY"] for _, _, props in entries]
-    assert [int(k[-12:], 16) for k in keys] == list(range(5, 21))
+    assert [k[20:] for k in keys] == [f"1{i:X}1000000001" for i in range(16)]
 
 
 def test_pull_frames_carry_the_offset_and_opaque() -> None:
