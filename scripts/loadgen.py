@@ -313,9 +313,19 @@ class Sender(LoadProtocol):
     """A connection that keeps a window of requests in flight until its deadline."""
 
     deadline_ns = 0  # set when the load starts
+    load: Load
 
     def send(self, count: int, now: int) -> None:
         raise NotImplementedError
+
+    def answered(self, count: int, now: int) -> None:
+        """`count` replies came in: as many sends go out again, or after the deadline none."""
+        self.inflight -= count
+        self.load.answered += count
+        if now < self.deadline_ns:
+            self.send(count, now)
+        else:
+            self.finish_if_idle()
 
     def count_per_queue(self, per_queue: list[int]) -> int:
         raise NotImplementedError
@@ -456,7 +466,7 @@ class SendConnection(_RemotingLoad, Sender):
 
     def on_frames(self, buf: bytearray, end: int, now: int) -> int:
         # The hot loop: a reply costs one unpack, one rfind, one startswith, one int().
-        at, answered, unpack = 0, 0, _PREFIX.unpack_from
+        at, replies, unpack = 0, 0, _PREFIX.unpack_from
         sent_at, append = self.sent_at, self.load.latencies_ns.append
         while end - at >= 8:
             length, marker = unpack(buf, at)
@@ -472,15 +482,10 @@ class SendConnection(_RemotingLoad, Sender):
                 code = _code(buf, at + 8, header_end)
                 self.load.failed[code] = self.load.failed.get(code, 0) + 1
                 self.failed_opaques.append(opaque)
-            answered += 1
+            replies += 1
             at = frame_end
-        if answered:
-            self.inflight -= answered
-            self.load.answered += answered
-            if now < self.deadline_ns:
-                self.send(answered, now)
-            else:
-                self.finish_if_idle()
+        if replies:
+            self.answered(replies, now)
         return at
 
     def count_per_queue(self, per_queue: list[int]) -> int:

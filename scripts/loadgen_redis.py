@@ -89,20 +89,15 @@ class RedisAddConnection(_RedisLoad, Sender):
         self.reader.feed(data)
         gets, popleft = self.reader.gets, self.sent_at.popleft
         append = self.load.latencies_ns.append
-        answered = 0
+        replies = 0
         while (reply := gets()) is not False:
-            answered += 1
+            replies += 1
             append(now - popleft())
             if type(reply) is not bytes and self.failed_reply(reply):
                 self.fail("an XADD was refused")  # counts per stream would be off
                 return
-        self.acked += answered
-        self.inflight -= answered
-        self.load.answered += answered
-        if now < self.deadline_ns:
-            self.send(answered, now)
-        else:
-            self.finish_if_idle()
+        self.acked += replies
+        self.answered(replies, now)
 
     def count_per_queue(self, per_queue: list[int]) -> int:
         """Add each stream's acknowledged XADDs (in order, from `first_queue` on)."""
