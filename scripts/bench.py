@@ -1,12 +1,13 @@
 """Sidewinder against RocketMQ and Redis Streams, in one run on this machine: two tables.
 
-    .venv/bin/python scripts/bench.py                       # both tables, about 30 minutes
-    .venv/bin/python scripts/bench.py --quick --targets sidewinder    # a smoke run, under a minute
+    .venv/bin/python scripts/bench.py                                 # both tables, 15 minutes
+    .venv/bin/python scripts/bench.py --quick --targets sidewinder    # a smoke run, about 20 s
 
 Broker-bound (scripts/bench_broker.py, with the lean generator of scripts/loadgen.py): raw
 uvloop protocols sending pre-encoded SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE / PULL_MESSAGE frames
-(XADD / XREAD to Redis), replies matched by opaque, 4 connections × 64 in flight; the generator
-itself stays near 0.1-0.3 cores and prints its own CPU, so the broker is what is measured.
+(XADD / XREAD to Redis), replies matched by opaque, 4 connections × 64 in flight. The generator
+prints its own CPU: 0.03-0.14 cores against Sidewinder, 0.15-0.4 against RocketMQ, so the broker
+is what is measured.
 Sidewinder, RocketMQ 4.9.7 and Redis run side by side and take turns in short slices. Rows:
 produce 1 KiB ASYNC_FLUSH and SYNC_FLUSH, consume (pull 32), the unloaded SYNC_FLUSH ack
 (window 1), 128 B and 4 KiB bodies, batch send. Per row: msg/s, ack p50/p99, broker CPU-seconds

@@ -11,9 +11,9 @@ measures is the broker, not the client.
 RocketMQ's remoting protocol (Sidewinder and RocketMQ alike):
 - SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE frames are encoded once per queue, with the codec and
   the header classes, as RocketMQ 4.9.8's Java producer sends them (JSON header, one-letter V2
-  field names; properties UNIQ_KEY, WAIT=true and TAGS). A send copies its queue's template and
-  patches one fixed-width number into it: the opaque (10 decimal digits), which is also the tail
-  of each message's UNIQ_KEY. Replies are matched by opaque, read straight from the reply's JSON
+  field names; properties UNIQ_KEY, WAIT=true and TAGS). A send is one fixed-width number, the
+  opaque (10 decimal digits, also the tail of each message's UNIQ_KEY), joined with its queue's
+  template pieces. Replies are matched by opaque, read straight from the reply's JSON
   header in the receive buffer (a BufferedProtocol: no copy); nothing is decoded into objects.
 - Each connection keeps `window` requests in flight and answers a received chunk of replies
   with one write of as many new frames.
@@ -385,7 +385,7 @@ class _RemotingLoad(LoadProtocol, asyncio.BufferedProtocol):
         self._held = 0  # bytes at the front that no whole frame used yet
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if len(self._buffer) - self._held < RECEIVE_BUFFER // 4:  # a big frame is coming
+        if len(self._buffer) - self._held < RECEIVE_BUFFER // 4:  # a big frame is arriving
             bigger = bytearray(2 * len(self._buffer))
             bigger[: self._held] = self._buffer[: self._held]
             self._buffer = bigger
