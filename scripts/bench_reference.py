@@ -222,7 +222,7 @@ def stop_all(procs: list[ManagedProcess]) -> None:
 # -- resource sampling -------------------------------------------------------------------------
 @dataclass
 class Usage:
-    cpu_s: float  # user + system CPU seconds since the process started
+    cpu_s: float  # user + system CPU seconds since the process started (reaped children too)
     rss: int  # resident bytes, including file pages it maps (the broker's mmapped commit log)
     anon_rss: int  # resident bytes not backed by a file: heap, stacks, direct buffers
 
@@ -238,7 +238,9 @@ def tree_usage(pid: int) -> Usage | None:
     for p in procs:
         with contextlib.suppress(psutil.Error):
             times, mem = p.cpu_times(), p.memory_info()
-            total.cpu_s += times.user + times.system
+            # A child's CPU moves into its parent's children_* once it is reaped (redis-server's
+            # AOF rewrite forks one): counting both keeps the sum from dropping when it exits.
+            total.cpu_s += times.user + times.system + times.children_user + times.children_system
             total.rss += mem.rss
             total.anon_rss += mem.rss - getattr(mem, "shared", 0)
     return total

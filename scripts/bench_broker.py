@@ -1,0 +1,617 @@
+"""The broker-bound benchmark: one lean load generator (loadgen.py) against Sidewinder, RocketMQ
+4.9.7 and Redis Streams, in alternating slices. scripts/bench.py runs it; see its --help.
+
+    run = run_broker_bench(Plan(slice_s=5, rounds=3, warm_passes=1), root)
+    print(render(run))
+
+For each flush mode, one fresh broker of each kind runs (RocketMQ from the reference bench with
+128 MiB CommitLog segments, Sidewinder's `mqbroker` + `mqnamesrv` with the same broker.conf,
+redis-server with appendfsync everysec / always). Then, pass after pass, every row runs one
+slice on each side in turn (the sides' order rotates each pass), so that drift on this shared
+machine hits every side alike. The first `warm_passes` passes are not counted: RocketMQ's JIT
+warms up in them, and every store gets its first segment.
+
+Per slice: messages acknowledged (or pulled) per second, the ack latency of every request, the
+broker's CPU-seconds over the slice (psutil, the broker process and its children) and its RSS at
+the end, and the generator's own CPU (this process).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import statistics
+import subprocess
+from array import array
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import bench_reference as ref
+import uvloop
+from loadgen import Load, Meter, percentile_ms, produce, pull, pull_templates, send_templates
+
+from interop.cache import ROCKETMQ_SERVER_VERSION
+from interop.processes import ManagedProcess, can_connect, free_port_block
+from interop.rocketmq import RocketMQCluster
+from interop.target import create_target
+from sidewinder.client.admin import Admin
+
+QUEUES = 8
+SIDES = ("sidewinder", "rocketmq", "redis")
+SIDE_NAMES = {
+    "sidewinder": "Sidewinder",
+    "rocketmq": f"RocketMQ {ROCKETMQ_SERVER_VERSION}",
+    "redis": "Redis Streams",
+}
+REDIS_START_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    key: str
+    flush: str  # "async" or "sync": which broker of the side it runs on
+    label: str
+    topic: str
+    kind: str = "produce"  # or "pull": read back what the produce row on `topic` wrote
+    body: int = 1024
+    batch: int = 1  # messages per request (SEND_BATCH_MESSAGE above 1)
+    connections: int = 4
+    window: int = 64
+    redis: bool = True  # Redis has a form of it (no batch send: XADD is one entry)
+
+
+ROWS = (
+    RowSpec("produce", "async", "produce 1 KiB, ASYNC_FLUSH, 4 conns × 64", "BenchLean1K"),
+    RowSpec("produce-sync", "sync", "produce 1 KiB, SYNC_FLUSH, 4 conns × 64", "BenchLeanSync"),
+    RowSpec("consume", "async", "consume: pull 32, 1 in flight per queue", "BenchLean1K", "pull"),
+    RowSpec(
+        "sync-ack",
+        "sync",
+        "unloaded SYNC_FLUSH ack: 1 KiB, 1 conn × 1",
+        "BenchLeanProbe",
+        connections=1,
+        window=1,
+    ),
+    RowSpec(
+        "produce-128", "async", "produce 128 B, ASYNC_FLUSH, 4 conns × 64", "BenchLean128", body=128
+    ),
+    RowSpec(
+        "produce-4k", "async", "produce 4 KiB, ASYNC_FLUSH, 4 conns × 64", "BenchLean4K", body=4096
+    ),
+    RowSpec(
+        "batch",
+        "async",
+        "batch send 16 × 1 KiB, ASYNC_FLUSH, 4 conns × 16",
+        "BenchLeanBatch",
+        batch=16,
+        window=16,
+        redis=False,
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Plan:
+    slice_s: float = 5.0
+    rounds: int = 3
+    warm_passes: int = 1
+    sides: tuple[str, ...] = SIDES
+    flushes: tuple[str, ...] = ("async", "sync")
+
+    @property
+    def pull_limit_s(self) -> float:
+        """A pull slice drains what was produced; this bounds it."""
+        return max(6 * self.slice_s, 10.0)
+
+
+# -- the sides ------------------------------------------------------------------------------------
+class RedisServer:
+    """redis-server with an append-only file, fsynced always (SYNC) or every second (ASYNC)."""
+
+    def __init__(self, workdir: Path, flush: str) -> None:
+        self.workdir = workdir
+        self.port = free_port_block()
+        self.fsync = "always" if flush == "sync" else "everysec"
+        binary = shutil.which("redis-server") or "redis-server"
+        argv = [
+            binary,
+            *("--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(workdir)),
+            *("--save", "", "--appendonly", "yes", "--appendfsync", self.fsync),
+            *("--protected-mode", "no"),
+        ]
+        self.process = ManagedProcess("redis-server", argv, workdir / "redis.log", cwd=workdir)
+
+    @staticmethod
+    def missing() -> str | None:
+        """Why there can be no Redis rows here, or None."""
+        if shutil.which("redis-server") is None:
+            return "redis-server is not installed (apt-get install redis-server): no Redis rows"
+        try:
+            import hiredis  # noqa: F401
+        except ImportError:
+            return "hiredis is missing (pip install -e '.[bench]'): no Redis rows"
+        return None
+
+    @staticmethod
+    def version() -> str:
+        out = subprocess.run(
+            ["redis-server", "--version"], capture_output=True, text=True, check=False
+        ).stdout
+        return next((w[2:] for w in out.split() if w.startswith("v=")), "?")
+
+    def start(self) -> RedisServer:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.process.start()
+        self.process.wait_ready(lambda: can_connect("127.0.0.1", self.port), REDIS_START_TIMEOUT_S)
+        return self
+
+    def stop(self) -> None:
+        self.process.stop(10)
+
+    @property
+    def pid(self) -> int:
+        assert self.process.pid is not None
+        return self.process.pid
+
+
+@dataclass
+class Side:
+    """One running broker the slices load, and what has been produced to and pulled from it."""
+
+    kind: str
+    addr: tuple[str, int]
+    broker_pid: int
+    broker_name: str
+    stop: Callable[[], None]
+    produced: dict[str, list[int]] = field(default_factory=dict)  # topic -> per queue
+    pulled: dict[str, list[int]] = field(default_factory=dict)
+    last_ids: dict[str, list[bytes]] = field(default_factory=dict)  # Redis stream positions
+
+    def usage(self) -> ref.Usage:
+        usage = ref.tree_usage(self.broker_pid)
+        if usage is None:
+            raise RuntimeError(f"the {self.kind} broker (pid {self.broker_pid}) is gone")
+        return usage
+
+
+def start_side(kind: str, flush: str, workdir: Path) -> Side:
+    """A fresh broker of `kind` with the bench's broker.conf and the rows' topics."""
+    if kind == "redis":
+        server = RedisServer(workdir, flush).start()
+        return Side(kind, ("127.0.0.1", server.port), server.pid, "redis", server.stop)
+    conf = ref.bench_broker_conf(ref.FLUSH_MODES[flush])
+    cluster: Any
+    if kind == "rocketmq":
+        cluster = RocketMQCluster(workdir, broker_conf=conf, broker_heap_mb=ref.BROKER_HEAP_MB)
+    else:
+        cluster = create_target(kind, workdir, conf)
+    cluster.start()
+    try:
+        topics = sorted({row.topic for row in ROWS if row.flush == flush})
+        uvloop.run(_create_topics(cluster.namesrv_addr, topics))
+    except BaseException:
+        cluster.stop()
+        raise
+    host, port = cluster.broker_addr.rsplit(":", 1)
+    return Side(kind, (host, int(port)), cluster.broker.pid, cluster.broker_name, cluster.stop)
+
+
+async def _create_topics(namesrv_addr: str, topics: list[str]) -> None:
+    admin = Admin(namesrv_addr)
+    try:
+        for topic in topics:
+            await admin.create_topic(topic, queues=QUEUES)
+    finally:
+        await admin.close()
+
+
+# -- slices ---------------------------------------------------------------------------------------
+@dataclass
+class Slice:
+    row: str
+    side: str
+    pass_no: int
+    warm: bool
+    messages: int
+    seconds: float
+    requests: int
+    answered: int
+    failed: dict[int, int]
+    broker_cpu_s: float
+    broker_rss_mib: float
+    own_cpu_s: float
+    notes: list[str]
+    p50_ms: float | None
+    p99_ms: float | None
+    latencies_ns: array[int] = field(repr=False)  # 8 bytes each: a run keeps millions
+
+    @property
+    def per_second(self) -> float:
+        return self.messages / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def own_cores(self) -> float:
+        return self.own_cpu_s / self.seconds if self.seconds > 0 else 0.0
+
+
+def run_slice(side: Side, row: RowSpec, plan: Plan, pass_no: int) -> Slice:
+    meter = Meter(lambda: side.usage().cpu_s)
+    load = uvloop.run(_load(side, row, plan, meter))
+    latencies = array("q", sorted(load.latencies_ns))
+    if row.kind == "produce":
+        produced = side.produced.setdefault(row.topic, [0] * QUEUES)
+        for queue, count in enumerate(load.per_queue):
+            produced[queue] += count
+    return Slice(
+        row.key,
+        side.kind,
+        pass_no,
+        pass_no < plan.warm_passes,
+        load.messages,
+        load.seconds,
+        load.requests,
+        load.answered,
+        load.failed,
+        meter.broker_s,
+        side.usage().rss / (1 << 20),
+        meter.own_s,
+        load.notes,
+        percentile_ms(latencies, 50),
+        percentile_ms(latencies, 99),
+        latencies,
+    )
+
+
+def _load(side: Side, row: RowSpec, plan: Plan, meter: Meter) -> Coroutine[Any, Any, Load]:
+    from loadgen_redis import redis_produce, redis_read
+
+    body = b"x" * row.body
+    limits: dict[str, Any] = {"seconds": plan.slice_s, "meter": meter}
+    if row.kind == "produce" and side.kind == "redis":
+        return redis_produce(
+            side.addr, row.topic, body, QUEUES, row.connections, row.window, **limits
+        )
+    if row.kind == "produce":
+        templates = send_templates(
+            row.topic, side.broker_name, queues=QUEUES, body=body, batch=row.batch
+        )
+        return produce(side.addr, templates, row.connections, row.window, **limits)
+    limits["seconds"] = plan.pull_limit_s
+    targets = side.produced.get(row.topic, [0] * QUEUES)
+    offsets = side.pulled.setdefault(row.topic, [0] * QUEUES)
+    if side.kind == "redis":
+        last_ids = side.last_ids.setdefault(row.topic, [b"0-0"] * QUEUES)
+        return redis_read(side.addr, row.topic, last_ids, offsets, targets, **limits)
+    templates = pull_templates(row.topic, queues=QUEUES)
+    return pull(side.addr, templates, offsets, targets, **limits)
+
+
+@dataclass
+class Run:
+    """Everything one broker-bound run measured."""
+
+    plan: Plan
+    slices: list[Slice] = field(default_factory=list)
+    checks: dict[str, dict[str, int]] = field(default_factory=dict)  # side -> counts
+    notes: list[str] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+    summaries: dict[tuple[str, str], Summary | None] = field(default_factory=dict)
+
+
+def run_broker_bench(plan: Plan, root: Path) -> Run:
+    run = Run(plan, facts=_facts(plan))
+    sides = list(plan.sides)
+    if "redis" in sides and (why := RedisServer.missing()) is not None:
+        ref.log(why)
+        run.notes.append(why)
+        sides.remove("redis")
+    if not sides:
+        run.notes.append("no side to measure")
+        return run
+    for flush in plan.flushes:
+        rows = [row for row in ROWS if row.flush == flush]
+        with _running_sides(sides, flush, root / flush) as running:
+            for pass_no in range(plan.warm_passes + plan.rounds):
+                turn = pass_no % len(running)
+                order = running[turn:] + running[:turn]
+                for row in rows:
+                    for side in order:
+                        if side.kind == "redis" and not row.redis:
+                            continue
+                        run.slices.append(run_slice(side, row, plan, pass_no))
+                        _log_slice(run.slices[-1])
+            _count(run, running, flush)
+    run.facts["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    return run
+
+
+@contextlib.contextmanager
+def _running_sides(kinds: list[str], flush: str, root: Path) -> Iterator[list[Side]]:
+    running: list[Side] = []
+    try:
+        for kind in kinds:
+            ref.log(f"[{flush}] starting {SIDE_NAMES[kind]} ({ref.FLUSH_MODES[flush]})")
+            running.append(start_side(kind, flush, root / kind))
+        yield running
+    finally:
+        for side in running:
+            with contextlib.suppress(Exception):
+                side.stop()
+
+
+def _log_slice(s: Slice) -> None:
+    ref.log(
+        f"  {'warm ' if s.warm else ''}pass {s.pass_no} {s.row:<12} {s.side:<10} "
+        f"{s.per_second:>10,.0f} msg/s  p50 {s.p50_ms or 0:.3f} ms  broker "
+        f"{s.broker_cpu_s / s.seconds if s.seconds else 0:.2f} cores  generator "
+        f"{s.own_cores:.2f} cores" + (f"  failed {s.failed}" if s.failed else "")
+    )
+
+
+def _count(run: Run, sides: list[Side], flush: str) -> None:
+    """Every request answered and accepted; every produced message pulled back."""
+    for side in sides:
+        mine = [s for s in run.slices if s.side == side.kind and _row(s.row).flush == flush]
+        counts = run.checks.setdefault(
+            side.kind, {"requests": 0, "answered": 0, "failed": 0, "produced": 0, "pulled": 0}
+        )
+        counts["requests"] += sum(s.requests for s in mine if _row(s.row).kind == "produce")
+        counts["answered"] += sum(s.answered for s in mine if _row(s.row).kind == "produce")
+        counts["failed"] += sum(sum(s.failed.values()) for s in mine)
+        for row in ROWS:
+            if row.flush == flush and row.kind == "pull":
+                counts["produced"] += sum(side.produced.get(row.topic, []))
+                counts["pulled"] += sum(side.pulled.get(row.topic, []))
+
+
+def _row(key: str) -> RowSpec:
+    return next(row for row in ROWS if row.key == key)
+
+
+def _facts(plan: Plan) -> dict[str, Any]:
+    facts: dict[str, Any] = {
+        "nproc": os.cpu_count(),
+        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        "plan": asdict(plan),
+    }
+    if "redis" in plan.sides and RedisServer.missing() is None:
+        facts["redis_version"] = RedisServer.version()
+    return facts
+
+
+# -- summary and table ----------------------------------------------------------------------------
+@dataclass
+class Summary:
+    messages: int
+    seconds: float
+    slice_rates: list[float]
+    p50_ms: float | None
+    p99_ms: float | None
+    cpu_per_100k_s: float | None
+    rss_mib: float
+    own_cores: float
+    own_cores_max: float
+
+    @property
+    def per_second(self) -> float:
+        return self.messages / self.seconds if self.seconds > 0 else 0.0
+
+
+def summarize(run: Run, row: str, side: str) -> Summary | None:
+    """The counted slices of `row` on `side` taken together (computed once per run)."""
+    if (row, side) not in run.summaries:
+        run.summaries[row, side] = _summarize(run, row, side)
+    return run.summaries[row, side]
+
+
+def _summarize(run: Run, row: str, side: str) -> Summary | None:
+    counted = [s for s in run.slices if s.row == row and s.side == side and not s.warm]
+    if not counted:
+        return None
+    messages = sum(s.messages for s in counted)
+    seconds = sum(s.seconds for s in counted)
+    merged = array("q")
+    for s in counted:
+        merged.extend(s.latencies_ns)
+    latencies = sorted(merged)
+    cpu = sum(s.broker_cpu_s for s in counted)
+    return Summary(
+        messages,
+        seconds,
+        [s.per_second for s in counted],
+        percentile_ms(latencies, 50),
+        percentile_ms(latencies, 99),
+        cpu / messages * 100_000 if messages else None,
+        max(s.broker_rss_mib for s in counted),
+        sum(s.own_cpu_s for s in counted) / seconds if seconds else 0.0,
+        max(s.own_cores for s in counted),
+    )
+
+
+def _rate(summary: Summary | None) -> str:
+    if summary is None:
+        return "–"
+    low, high = min(summary.slice_rates), max(summary.slice_rates)
+    return f"{summary.per_second:,.0f} ({low:,.0f}–{high:,.0f})"
+
+
+def _trio(summaries: list[Summary | None], cell: Callable[[Summary], str]) -> str:
+    return " · ".join("–" if s is None else cell(s) for s in summaries)
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.2f}" if value >= 1 else f"{value:.3f}"
+
+
+def _ratio(ours: float | None, theirs: float | None) -> str:
+    return f"{ours / theirs:.2f}×" if ours and theirs else "–"
+
+
+SHORT = {"sidewinder": "S", "rocketmq": "R", "redis": "Redis"}
+
+
+def render(run: Run) -> str:
+    plan = run.plan
+    sides = [s for s in SIDES if any(x.side == s for x in run.slices)]
+    names = dict(SIDE_NAMES)
+    if "redis_version" in run.facts:
+        names["redis"] = f"Redis {run.facts['redis_version']} Streams"
+    trio = " · ".join(SHORT[s] for s in sides)
+    header = (
+        "| row | "
+        + " | ".join(f"{names[s]} msg/s" for s in sides)
+        + f" | S / R msg/s | S / R CPU per msg | ack p50 / p99 ms ({trio}) "
+        + f"| broker CPU-s per 100k msgs ({trio}) | broker RSS MiB ({trio}) "
+        + f"| generator cores ({trio}) |"
+    )
+    out = [
+        f"{plan.rounds} rounds of {plan.slice_s:g} s slices per row and side, alternating, after "
+        f"{plan.warm_passes} uncounted warm pass(es); nproc {run.facts.get('nproc')}, load "
+        f"average {run.facts.get('loadavg_start')} at start, {run.facts.get('loadavg_end')} at end",
+        "",
+        header,
+        "|" + "---|" * header.count(" | ") + "---|",
+    ]
+    for row in ROWS:
+        if row.flush not in plan.flushes:
+            continue
+        found = [summarize(run, row.key, side) for side in sides]
+        by_side = dict(zip(sides, found, strict=True))
+        ours, theirs = by_side.get("sidewinder"), by_side.get("rocketmq")
+        out.append(
+            "| "
+            + " | ".join(
+                [
+                    row.label,
+                    *(_rate(s) for s in found),
+                    _ratio(ours and ours.per_second, theirs and theirs.per_second),
+                    _ratio(ours and ours.cpu_per_100k_s, theirs and theirs.cpu_per_100k_s),
+                    _trio(found, lambda s: f"{_ms(s.p50_ms)} / {_ms(s.p99_ms)}"),
+                    _trio(found, lambda s: f"{s.cpu_per_100k_s or 0:.2f}"),
+                    _trio(found, lambda s: f"{s.rss_mib:,.0f}"),
+                    _trio(found, lambda s: f"{s.own_cores:.2f}"),
+                ]
+            )
+            + " |"
+        )
+    out += ["", *_legend(run), *_target_lines(run), *_check_lines(run)]
+    return "\n".join(out)
+
+
+def _target_lines(run: Run) -> list[str]:
+    """Issue 19's targets, read off the ratios of this run."""
+
+    def both(row: str) -> tuple[Summary, Summary] | None:
+        ours, theirs = summarize(run, row, "sidewinder"), summarize(run, row, "rocketmq")
+        return (ours, theirs) if ours and theirs else None
+
+    lines = ["", "Targets (Sidewinder against RocketMQ in this run):"]
+    for row in ("produce", "produce-sync", "consume"):
+        if pair := both(row):
+            ratio = pair[0].per_second / pair[1].per_second if pair[1].per_second else 0.0
+            verdict = "met" if ratio >= 1.0 else "missed"
+            lines.append(f"- {row} msg/s >= 1.0× RocketMQ: {ratio:.2f}× ({verdict})")
+    if (pair := both("sync-ack")) and pair[0].p50_ms and pair[1].p50_ms:
+        verdict = "met" if pair[0].p50_ms <= pair[1].p50_ms else "missed"
+        lines.append(
+            f"- unloaded SYNC_FLUSH ack p50 <= RocketMQ's: {pair[0].p50_ms:.2f} ms against "
+            f"{pair[1].p50_ms:.2f} ms ({verdict})"
+        )
+    heavier = [
+        row.key
+        for row in ROWS
+        if (pair := both(row.key)) and (pair[0].cpu_per_100k_s or 0) > (pair[1].cpu_per_100k_s or 0)
+    ]
+    if any(both(row.key) for row in ROWS):
+        verdict = "met" if not heavier else "missed on " + ", ".join(heavier)
+        lines.append(f"- broker CPU per message <= RocketMQ's on every row: {verdict}")
+    return lines if len(lines) > 2 else []
+
+
+def _legend(run: Run) -> list[str]:
+    counted = [s for s in run.slices if not s.warm]
+    busiest = max(counted, key=lambda s: s.own_cores, default=None)
+    lines = [
+        f"S = {SIDE_NAMES['sidewinder']}, R = {SIDE_NAMES['rocketmq']}.",
+        "msg/s: acknowledged (pulled) messages over the counted slices' time, with the slowest",
+        "and fastest slice in brackets. Ack latency: send to reply of every request (pulls: each",
+        "PULL_MESSAGE). Broker CPU: user + system seconds of the broker process (and children)",
+        "during its slices; RSS at the end of a slice (with the store pages it maps). Generator:",
+        "this process's own CPU during the slices, in cores.",
+    ]
+    spread = median_spread(run)
+    if spread is not None:
+        lines.append(
+            f"Noise: a row's slowest and fastest slice differ by {spread:.0%} of its rate "
+            "(median over rows and sides)."
+        )
+    if busiest is not None:
+        lines.append(
+            f"Generator CPU: busiest slice {busiest.own_cores:.2f} cores ({busiest.row} on "
+            f"{busiest.side})."
+        )
+    if "redis_version" in run.facts:
+        lines.append(
+            f"Redis {run.facts['redis_version']}: appendfsync everysec for ASYNC rows, always "
+            "for SYNC; streams topic:queue, XADD pipelined, XREAD COUNT 32; no batch send."
+        )
+    return lines + [f"Note: {n}" for n in run.notes]
+
+
+def _check_lines(run: Run) -> list[str]:
+    lines = ["", "Counts (warm passes included):"]
+    for side, c in run.checks.items():
+        verdict = "ok" if check_ok(c) else "MISMATCH"
+        lines.append(
+            f"- {SIDE_NAMES[side]}: {c['requests']:,} send requests, {c['answered']:,} answered, "
+            f"{c['failed']:,} refused; pulled {c['pulled']:,} of {c['produced']:,} produced "
+            f"({verdict})"
+        )
+    return lines
+
+
+def check_ok(counts: dict[str, int]) -> bool:
+    return (
+        counts["requests"] == counts["answered"]
+        and counts["failed"] == 0
+        and counts["pulled"] == counts["produced"]
+    )
+
+
+def to_json(run: Run) -> dict[str, Any]:
+    """The run without the raw latencies: summaries per row and side, and every slice."""
+    summaries = {
+        row.key: {
+            side: asdict(s) if (s := summarize(run, row.key, side)) else None for side in SIDES
+        }
+        for row in ROWS
+    }
+    slices = []
+    for s in run.slices:
+        entry = asdict(s)
+        del entry["latencies_ns"]
+        slices.append(entry)
+    return {
+        "facts": run.facts,
+        "rows": {row.key: asdict(row) for row in ROWS},
+        "summaries": summaries,
+        "slices": slices,
+        "checks": run.checks,
+        "notes": run.notes,
+    }
+
+
+def median_spread(run: Run) -> float | None:
+    """The median over rows and sides of (fastest - slowest slice) / mean: how noisy it was."""
+    spreads = []
+    for row in ROWS:
+        for side in SIDES:
+            s = summarize(run, row.key, side)
+            if s is not None and len(s.slice_rates) > 1 and s.per_second:
+                spreads.append((max(s.slice_rates) - min(s.slice_rates)) / s.per_second)
+    return statistics.median(spreads) if spreads else None

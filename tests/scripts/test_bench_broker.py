@@ -1,0 +1,109 @@
+"""The broker-bound benchmark: its pre-encoded frames are what the Java producer sends, and its
+quick mode runs end to end against Sidewinder with every count adding up (no speed asserted)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from interop.cache import REPO_ROOT
+from sidewinder.broker.processors.send import decode_batch
+from sidewinder.protocol.codes import LanguageCode, RequestCode
+from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.headers import (
+    SEND_V2_NAMES,
+    PullMessageRequestHeader,
+    SendMessageRequestHeader,
+)
+from sidewinder.protocol.message import decode_properties
+from sidewinder.remoting.codec import decode_frame
+
+sys.path.insert(0, str(REPO_ROOT / "scripts"))
+
+from bench_broker import ROWS
+from loadgen import pull_templates, send_templates
+
+
+def _uniq_key(command: RemotingCommand) -> str:
+    header = SendMessageRequestHeader.from_ext(command.ext_fields, names=SEND_V2_NAMES)
+    return decode_properties((header.properties or "").encode())["UNIQ_KEY"]
+
+
+def test_send_frames_patch_opaque_and_uniq_key_into_a_java_style_header() -> None:
+    template = send_templates("T", "broker-a", queues=8, body=b"x" * 1024)[3].for_connection(2)
+    first = decode_frame(template.render(b"1000000123"))
+    assert (first.code, first.language, first.opaque) == (
+        RequestCode.SEND_MESSAGE_V2,
+        LanguageCode.JAVA,
+        1_000_000_123,
+    )
+    header = SendMessageRequestHeader.from_ext(first.ext_fields, names=SEND_V2_NAMES)
+    assert (header.topic, header.queue_id, header.batch, header.broker_name) == (
+        "T",
+        3,
+        False,
+        "broker-a",
+    )
+    props = decode_properties((header.properties or "").encode())
+    assert props["WAIT"] == "true" and props["TAGS"] == "TagA"
+    assert re.fullmatch(r"[0-9A-F]{32}", props["UNIQ_KEY"])
+    assert props["UNIQ_KEY"].endswith("201000000123")  # connection 2, message 0, the opaque
+    second = decode_frame(template.render(b"2000000000"))
+    assert second.opaque == 2_000_000_000 and first.body == second.body == b"x" * 1024
+    assert _uniq_key(second) == props["UNIQ_KEY"][:20] + "202000000000"
+
+
+def test_batch_frames_carry_one_uniq_key_per_message() -> None:
+    (template,) = send_templates("T", "broker-a", queues=1, body=b"y" * 100, batch=16)
+    command = decode_frame(template.for_connection(1).render(b"1000000001"))
+    assert command.code == RequestCode.SEND_BATCH_MESSAGE
+    assert command.ext_fields is not None and command.ext_fields["m"] == "true"
+    entries = decode_batch(command.body or b"")
+    keys = [decode_properties(props)["UNIQ_KEY"] for _, _, props in entries]
+    assert [k[20:] for k in keys] == [f"1{i:X}1000000001" for i in range(16)]
+
+
+def test_pull_frames_carry_the_offset_and_opaque() -> None:
+    templates = pull_templates("T", queues=8)
+    command = decode_frame(templates[5].render(123_456, 1_000_000_007))
+    header = PullMessageRequestHeader.from_ext(command.ext_fields)
+    assert (command.code, command.opaque) == (RequestCode.PULL_MESSAGE, 1_000_000_007)
+    assert (header.queue_id, header.queue_offset, header.max_msg_nums) == (5, 123_456, 32)
+
+
+def test_quick_run_against_sidewinder_adds_up(tmp_path: Path) -> None:
+    raw = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "scripts" / "bench.py"),
+            *("--quick", "--targets", "sidewinder", "--json", str(raw)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    table = {
+        cells[0]: cells[1:]
+        for line in proc.stdout.splitlines()
+        if line.startswith("| ") and not line.startswith("| row ")
+        for cells in [[c.strip() for c in line.strip("|").split("|")]]
+    }
+    for row in ROWS:
+        rate = table[row.label][0].split(" ")[0]  # "13,400 (12,900–14,000)"
+        assert float(rate.replace(",", "")) > 0, (row.label, table[row.label])
+    figures = json.loads(raw.read_text())["broker_bound"]
+    counts = figures["checks"]["sidewinder"]
+    assert counts["requests"] == counts["answered"] > 0
+    assert counts["failed"] == 0
+    assert counts["pulled"] == counts["produced"] > 0
+    for key, by_side in figures["summaries"].items():
+        summary = by_side["sidewinder"]
+        assert summary["messages"] > 0 and summary["p50_ms"] > 0, key
+        assert summary["cpu_per_100k_s"] > 0 and summary["rss_mib"] > 0, key
+    assert all(s["own_cpu_s"] > 0 for s in figures["slices"])
