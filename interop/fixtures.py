@@ -226,7 +226,31 @@ def generate_store(out: Path) -> dict[str, Any]:
 
 
 # -- crash ---------------------------------------------------------------------------------------
+CRASH_ATTEMPTS = 3
+
+
 def generate_crash(out: Path, *, acked_before_kill: int = 5000) -> dict[str, Any]:
+    """A kill -9 that lands while RocketMQ makes a ConsumeQueue file (it creates the file, then
+    sizes it) leaves a 0-byte file that RocketMQ 4.9 itself refuses at its next start ("length
+    not matched"): such a store is no oracle for recovery, so the kill is taken again."""
+    for attempt in range(1, CRASH_ATTEMPTS + 1):
+        manifest = _crash_once(out, acked_before_kill)
+        empty = [p for p in (out / manifest["store"]).rglob("*") if p.is_file() and _unsized(p)]
+        if not empty:
+            return manifest
+        print(f"crash fixture, attempt {attempt}: the kill left {empty[0]} empty; again")
+        for child in out.iterdir():
+            shutil.rmtree(child) if child.is_dir() else child.unlink()
+    raise FixtureError(f"{CRASH_ATTEMPTS} kills each left an empty store file")
+
+
+def _unsized(path: Path) -> bool:
+    """A store segment (CommitLog or ConsumeQueue) RocketMQ created but had not sized."""
+    in_store = path.parent.name == "commitlog" or path.parents[2].name == "consumequeue"
+    return path.name.isdigit() and in_store and path.stat().st_size == 0
+
+
+def _crash_once(out: Path, acked_before_kill: int) -> dict[str, Any]:
     conf = {**STORE_CONF, "flushDiskType": "SYNC_FLUSH"}
     cluster = RocketMQCluster(out, broker_conf=conf)
     cluster.start()

@@ -8,8 +8,12 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from pathlib import Path
 
+import structlog
+
 from sidewinder.store.mapped_file import DiskFullError, MappedFile, StoreFileError
 from sidewinder.store.transient_pool import TransientStorePool
+
+log = structlog.get_logger(__name__)
 
 _ZEROS = bytes(1 << 20)
 _PAGE = 4096
@@ -137,6 +141,11 @@ class MappedFileQueue:
         names = sorted(
             (p for p in self.directory.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)
         )
+        if names and names[-1].stat().st_size == 0:
+            # RocketMQ creates a file, then sizes it: a crash between leaves it empty, holding
+            # nothing (RocketMQ itself then refuses to start). Recovery makes it again.
+            log.warning("store.empty_file_removed", path=str(names[-1]))
+            names.pop().unlink()
         expected: int | None = None
         for path in names:
             offset = int(path.name)

@@ -169,3 +169,30 @@ def test_a_segment_whose_creation_was_interrupted_is_ignored(tmp_path: Path) -> 
     assert again.put(msg()).status is AppendStatus.PUT_OK
     again.close()
     assert list(read_queue(tmp_path / "consumequeue" / "T" / "0")) == []
+
+
+def test_an_empty_queue_file_left_by_a_crash_is_made_again(tmp_path: Path) -> None:
+    """RocketMQ creates a ConsumeQueue file, then sizes it; a kill between leaves it empty
+    (RocketMQ 4.9 then refuses to start). Ours starts, rebuilds it, and goes on."""
+
+    async def scenario() -> None:
+        first = MessageStore(store_config(tmp_path), store_host=HOST)
+        await first.start()
+        for _ in range(60):  # 30 entries a queue file: two full files
+            assert (await first.put_message(msg())).status is PutStatus.PUT_OK
+        await wait_dispatched(first, "T", 0, 60)
+        await first.shutdown()
+        queue_dir = tmp_path / "consumequeue" / "T" / "0"
+        (queue_dir / f"{2 * 600:020d}").touch()  # the third file: created, never sized
+        (tmp_path / "abort").touch()
+        second = MessageStore(store_config(tmp_path), store_host=HOST)
+        await second.start()
+        assert second.max_offset_in_queue("T", 0) == 60
+        assert (await second.put_message(msg(key="after"))).status is PutStatus.PUT_OK
+        await wait_dispatched(second, "T", 0, 61)
+        assert len(second.get_messages("T", 0, 30, 32).messages) == 30
+        got = second.get_messages("T", 0, 60, 32)
+        assert got.status is GetStatus.FOUND and len(got.messages) == 1
+        await second.shutdown()
+
+    asyncio.run(scenario())
