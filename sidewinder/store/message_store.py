@@ -178,6 +178,7 @@ class MessageStore:
         )
         self.reput = Reput(self.commit_log, self.dispatcher)
         self._queues_flushed_at = 0  # Reput.dispatched when the queues were last flushed
+        self._checkpointed_physic = 0  # the CommitLog stamp the checkpoint file last got
         self.queue_flush = PeriodicFlush(
             self._flush_queues,
             self._undurable_queue_bytes,
@@ -447,7 +448,9 @@ class MessageStore:
             self.index.flush()
             self.checkpoint.index_msg_timestamp = max(self.checkpoint.index_msg_timestamp, stamp)
         self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp, stamp)
+        physic = self.checkpoint.physic_msg_timestamp
         self.checkpoint.flush()
+        self._checkpointed_physic = physic
         self._queues_flushed_at = dispatched
         return dispatched
 
@@ -455,7 +458,13 @@ class MessageStore:
         return self.commit_log.files.uncommitted_bytes
 
     def _undurable_queue_bytes(self) -> int:
-        return (self.reput.dispatched - self._queues_flushed_at) * CQ_ENTRY_SIZE
+        queued = (self.reput.dispatched - self._queues_flushed_at) * CQ_ENTRY_SIZE
+        if queued == 0 and self.checkpoint.physic_msg_timestamp > self._checkpointed_physic:
+            # Nothing new in the queues, but the CommitLog flushed since the checkpoint was
+            # written: a byte's worth of work, so the checkpoint follows (flushConsumeQueue-
+            # LeastPages 0 writes it every round, as RocketMQ's does).
+            return 1
+        return queued
 
     def _dirty_bytes(self) -> int:
         return self.commit_log.max_offset - self.commit_log.files.flushed_offset
