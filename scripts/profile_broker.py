@@ -1,0 +1,116 @@
+"""Load one broker with one row of the broker-bound bench, and optionally profile it with py-spy.
+
+    .venv/bin/python scripts/profile_broker.py --row produce --seconds 10
+    .venv/bin/python scripts/profile_broker.py --row produce --py-spy /tmp/tools/bin/py-spy
+
+The broker is started fresh (as scripts/bench_broker.py starts it), loaded by the lean generator
+for one uncounted warm slice and then `--slices` counted ones; each slice prints msg/s, ack p50
+and the broker's CPU-microseconds per message. With `--py-spy`, py-spy samples the broker (and
+its threads) during the counted slices, and the top functions by own time and by time
+including callees are printed: profile before optimising. py-spy lives in a tools venv of its
+own (`python -m venv /tmp/tools && /tmp/tools/bin/pip install py-spy`), not in the project's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import bench_broker as bb
+
+_LINE = re.compile(r":\d+\)$")  # py-spy names a frame by its line: count by function
+
+
+def top_functions(raw: str, limit: int) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+    """(own, inclusive) shares from py-spy's collapsed stacks, the largest first."""
+    own: collections.Counter[str] = collections.Counter()
+    inclusive: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = [
+            _LINE.sub(")", f)
+            for f in stack.split(";")
+            if f and not f.startswith(("process ", "thread "))
+        ]
+        if not frames:
+            continue
+        total += count
+        own[frames[-1]] += count
+        for frame in set(frames):
+            inclusive[frame] += count
+    if not total:
+        return [], []
+
+    def shares(counter: collections.Counter[str]) -> list[tuple[str, float]]:
+        return [(name, 100 * n / total) for name, n in counter.most_common(limit)]
+
+    return shares(own), shares(inclusive)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--row", choices=[r.key for r in bb.ROWS], default="produce")
+    parser.add_argument("--side", choices=["sidewinder", "rocketmq"], default="sidewinder")
+    parser.add_argument("--seconds", type=float, default=5.0, help="per slice")
+    parser.add_argument("--slices", type=int, default=2, help="counted slices")
+    parser.add_argument("--py-spy", type=Path, default=None, help="path of a py-spy binary")
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args(argv)
+    row = next(r for r in bb.ROWS if r.key == args.row)
+    plan = bb.Plan(slice_s=args.seconds, rounds=args.slices, warm_passes=1, sides=(args.side,))
+    root = Path(tempfile.mkdtemp(prefix="profile-broker-"))
+    side = bb.start_side(args.side, row.flush, root)
+    spy: subprocess.Popen[bytes] | None = None
+    raw = root / "py-spy.txt"
+    try:
+        feeder = next((r for r in bb.ROWS if r.topic == row.topic and r.kind == "produce"), row)
+        passes = 1 + args.slices
+        for pass_no in range(passes):
+            if row.kind == "pull" and feeder is not row:
+                bb.run_slice(side, feeder, plan, pass_no)  # something to pull
+            if pass_no == 1 and args.py_spy is not None:
+                spy = subprocess.Popen(
+                    [
+                        *(str(args.py_spy), "record", "--pid", str(side.broker_pid), "--threads"),
+                        *("--nonblocking", "--format", "raw", "--rate", "250", "-o", str(raw)),
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            done = bb.run_slice(side, row, plan, pass_no)
+            cpu_us = 1e6 * done.broker_cpu_s / done.messages if done.messages else 0.0
+            p50 = f"{done.p50_ms:.2f}" if done.p50_ms is not None else "-"
+            print(
+                f"{'warm ' if done.warm else ''}slice {pass_no}: {done.per_second:,.0f} msg/s, "
+                f"p50 {p50} ms, broker {done.broker_cpu_s / done.seconds:.2f} cores, "
+                f"{cpu_us:.1f} µs CPU/msg, generator {done.own_cores:.2f} cores, "
+                f"failed {done.failed or 0}",
+                flush=True,
+            )
+    finally:
+        if spy is not None:
+            spy.send_signal(2)
+            spy.wait(30)
+        side.stop()
+    if spy is not None and raw.exists():
+        own, inclusive = top_functions(raw.read_text(), args.top)
+        print("\nown time:")
+        for name, share in own:
+            print(f"  {share:5.1f}%  {name}")
+        print("\nincluding callees:")
+        for name, share in inclusive:
+            print(f"  {share:5.1f}%  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
