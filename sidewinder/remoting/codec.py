@@ -26,6 +26,7 @@ import struct
 from collections.abc import Iterator
 
 import msgpack
+import orjson
 
 from sidewinder.protocol.codes import LanguageCode, SerializeType
 from sidewinder.protocol.command import RemotingCommand
@@ -41,9 +42,6 @@ _BY_NUMBER = {int(language): language for language in LanguageCode}
 _SERIALIZE_TYPES = {int(t): t for t in SerializeType}
 _BY_NAME_OR_NUMBER: dict[object, LanguageCode] = {**_LANGUAGES, **_BY_NUMBER}
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
-# Made once: json.dumps with options builds a new encoder on every call.
-_JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-_JSON_DECODER = json.JSONDecoder()
 
 
 class FrameError(ValueError):
@@ -162,13 +160,18 @@ def encode_json_header(command: RemotingCommand) -> bytes:
         header["remark"] = command.remark
     header["serializeTypeCurrentRPC"] = "JSON"
     header["version"] = command.version
-    return _JSON_ENCODER.encode(header).encode()
-
-
-def decode_json_header(data: bytes) -> RemotingCommand:
     try:
-        header = _JSON_DECODER.decode(data.decode())
-    except (ValueError, RecursionError) as exc:
+        # orjson writes what json.dumps(separators=(",", ":"), ensure_ascii=False) does, in a
+        # tenth of the time; the header is on every frame.
+        return orjson.dumps(header)
+    except TypeError as exc:
+        raise FrameError(f"the header does not encode as JSON: {exc}") from None
+
+
+def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
+    try:
+        header = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
         raise FrameError(f"JSON header does not parse: {exc}") from None
     return _from_mapping(header, SerializeType.JSON)
 
@@ -346,13 +349,15 @@ class FrameDecoder:
         header_start = start + 8
         body_start = header_start + header_len
         try:
-            command = _DECODERS[serialize_type](bytes(buffer[header_start:body_start]))
+            command = _DECODERS[serialize_type](buffer[header_start:body_start])
         except FrameError:
             raise
         except Exception as exc:  # a decoder surprise is still the peer's bad bytes
             raise FrameError(f"{serialize_type.name} header does not decode: {exc!r}") from None
         if body_start < end:
-            command.body = bytes(buffer[body_start:end])
+            # One copy (a bytearray slice and bytes() of it would be two); the view is gone
+            # before the buffer is trimmed.
+            command.body = bytes(memoryview(buffer)[body_start:end])
         self._start = end
         return command
 
