@@ -72,11 +72,21 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
         self.decoder.feed(data)
+        requests: list[RemotingCommand] = []
+        bad: FrameError | None = None
         try:
             for command in self.decoder.commands():
-                self._received(command)
+                if command.is_response:
+                    self._answered(command)
+                else:
+                    requests.append(command)
         except FrameError as exc:
-            log.warning("remoting.bad_frame", peer=self.remote_address, error=str(exc))
+            bad = exc
+        if requests and self.table is not None:
+            # The whole chunk at once: a processor with a batch path serves its share in one go.
+            self.table.dispatch_many(self._ctx, requests, self._reply_for)
+        if bad is not None:
+            log.warning("remoting.bad_frame", peer=self.remote_address, error=str(bad))
             self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -91,15 +101,10 @@ class Connection(asyncio.Protocol):
             self._on_close(self)
 
     # -- traffic ----------------------------------------------------------------------------------
-    def _received(self, command: RemotingCommand) -> None:
-        if command.is_response:
-            future = self.pending.pop(command.opaque, None)
-            if future is not None and not future.done():
-                future.set_result(command)
-            return
-        if self.table is None:
-            return  # nothing serves requests on this side
-        self.table.dispatch(self._ctx, command, self._reply_for(command))
+    def _answered(self, response: RemotingCommand) -> None:
+        future = self.pending.pop(response.opaque, None)
+        if future is not None and not future.done():
+            future.set_result(response)
 
     def _reply_for(self, request: RemotingCommand) -> Callable[[RemotingCommand], None]:
         if request.is_oneway:
@@ -118,6 +123,17 @@ class Connection(asyncio.Protocol):
         elif not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
+
+    def send_frames(self, frames: list[bytes]) -> None:
+        """Whole encoded frames, written at once with whatever the outbox holds."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        if self._outbox:
+            self._outbox += frames
+            self._flush()
+        else:
+            self.transport.writelines(frames)
+            self.last_active = time.monotonic()
 
     def _flush(self) -> None:
         self._flush_scheduled = False

@@ -49,12 +49,26 @@ class RequestContext:
     def invoke_oneway(self, request: RemotingCommand) -> None:
         self.connection.invoke_oneway(request)
 
+    def write_frames(self, frames: list[bytes]) -> None:
+        """Send whole frames already encoded (replies made from templates), in one write."""
+        self.connection.send_frames(frames)
+
 
 class RequestProcessor(Protocol):
     async def process(
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand | None:
         """The response, or None for none (oneway requests' replies are dropped anyway)."""
+        ...
+
+
+class BatchProcessor(RequestProcessor, Protocol):
+    def take_batch(
+        self, ctx: RequestContext, requests: list[RemotingCommand]
+    ) -> list[RemotingCommand]:
+        """Serve at once the requests of one received chunk that it can (answering them itself,
+        through `ctx.write_frames`); return the others, which then go through `process` one by
+        one. Per-message work on the hot path is paid once per chunk this way."""
         ...
 
 
@@ -84,6 +98,28 @@ class _Pool:
         self.limits = limits
         self.running = 0
         self.queue: deque[tuple[float, RequestContext, RemotingCommand, Reply]] = deque()
+        self.take_batch: Callable[[RequestContext, list[RemotingCommand]], list[RemotingCommand]]
+        self.take_batch = getattr(processor, "take_batch", None) or _take_none
+
+    def submit_batch(
+        self,
+        ctx: RequestContext,
+        requests: list[RemotingCommand],
+        reply_for: Callable[[RemotingCommand], Reply],
+    ) -> None:
+        """Requests of one chunk: the processor's batch path first, unless requests wait for
+        admission already (then every request queues, as it would alone)."""
+        if self.running < self.limits.concurrency and not self.queue:
+            try:
+                requests = self.take_batch(ctx, requests)
+            except Exception as exc:
+                # Our bug. Never run a request twice: each gets the error (a client ignores
+                # a second answer to an opaque it already had one for).
+                for request in requests:
+                    reply_for(request)(_error_reply(request, exc))
+                return
+        for request in requests:
+            self.submit(ctx, request, reply_for(request))
 
     def submit(self, ctx: RequestContext, request: RemotingCommand, reply: Reply) -> None:
         if self.running < self.limits.concurrency and not self.queue:
@@ -182,6 +218,10 @@ class _Pool:
             )
 
 
+def _take_none(ctx: RequestContext, requests: list[RemotingCommand]) -> list[RemotingCommand]:
+    return requests
+
+
 def _error_reply(request: RemotingCommand, exc: Exception) -> RemotingCommand:
     if isinstance(exc, HeaderError):
         return request.reply(ResponseCode.SYSTEM_ERROR, str(exc))
@@ -202,6 +242,28 @@ class ProcessorTable:
 
     def dispatch(self, ctx: RequestContext, request: RemotingCommand, reply: Reply) -> None:
         self._pools.get(request.code, self._default).submit(ctx, request, reply)
+
+    def dispatch_many(
+        self,
+        ctx: RequestContext,
+        requests: list[RemotingCommand],
+        reply_for: Callable[[RemotingCommand], Reply],
+    ) -> None:
+        """The requests of one received chunk, each pool's share handed over at once."""
+        if len(requests) == 1:
+            pool = self._pools.get(requests[0].code, self._default)
+            pool.submit_batch(ctx, requests, reply_for)
+            return
+        shares: dict[int, tuple[_Pool, list[RemotingCommand]]] = {}
+        for request in requests:
+            pool = self._pools.get(request.code, self._default)
+            share = shares.get(id(pool))
+            if share is None:
+                shares[id(pool)] = (pool, [request])
+            else:
+                share[1].append(request)
+        for pool, share_requests in shares.values():
+            pool.submit_batch(ctx, share_requests, reply_for)
 
     def expire_queued(self) -> None:
         for pool in {id(p): p for p in [*self._pools.values(), self._default]}.values():

@@ -34,7 +34,7 @@ from sidewinder.protocol.record import (
     encode_record,
     scan_record,
 )
-from sidewinder.store.mapped_file import MappedFile
+from sidewinder.store.mapped_file import DiskFullError, MappedFile
 from sidewinder.store.mapped_file_queue import MappedFileQueue
 from sidewinder.store.transient_pool import TransientStorePool
 
@@ -106,7 +106,7 @@ class CommitLog:
     # -- writing --------------------------------------------------------------------------------
     def put(self, message: MessageToStore, now_ms: int | None = None) -> AppendResult:
         """Append one message: put_batch's work without its loops (the common send)."""
-        problem = self._illegal(message)
+        problem = self.illegal(message)
         if problem:
             return AppendResult(AppendStatus.MESSAGE_ILLEGAL, remark=problem)
         size = message.record_size
@@ -156,7 +156,7 @@ class CommitLog:
         for message in messages:
             if message.queue_id != first.queue_id or message.topic != first.topic:
                 raise ValueError("a batch goes to one topic and queue")
-            problem = self._illegal(message)
+            problem = self.illegal(message)
             if problem:
                 return AppendResult(AppendStatus.MESSAGE_ILLEGAL, remark=problem)
             total += message.record_size
@@ -207,6 +207,70 @@ class CommitLog:
             self.store_host,
         )
 
+    def put_many(
+        self, messages: Sequence[MessageToStore], now_ms: int | None = None
+    ) -> tuple[list[int], list[int], DiskFullError | None]:
+        """Append messages of any topics and queues, each its own record, in order, all with
+        one store timestamp: the sends of one received chunk. The caller has checked each with
+        `illegal`. Returns the physical and queue offsets of those appended; when a new segment
+        cannot be made, the error, and the rest are not appended."""
+        stamp = int(time.time() * 1000) if now_ms is None else now_ms
+        phys: list[int] = []
+        offsets: list[int] = []
+        queue_offsets = self.queue_offsets
+        try:
+            target = self.files.writable_file()
+        except DiskFullError as exc:
+            return phys, offsets, exc
+        buffer, base = target.write_buffer, target.file_from_offset
+        position, limit = target.wrote_position, target.size - END_FILE_MIN_BLANK_LENGTH
+        try:
+            for message in messages:
+                size = message.record_size
+                if position + size > limit:
+                    target.wrote_position = position
+                    target = self._file_with_room(size)
+                    buffer, base = target.write_buffer, target.file_from_offset
+                    position = target.wrote_position
+                    limit = target.size - END_FILE_MIN_BLANK_LENGTH
+                key = (message.topic_name, message.queue_id)
+                queue_offset = queue_offsets.get(key, 0)
+                counted = message.stored_sys_flag & TRANSACTION_TYPE_MASK not in _UNCOUNTED
+                try:
+                    encode_record(
+                        message,
+                        buffer,
+                        position,
+                        queue_offset=queue_offset if counted else 0,
+                        phy_offset=base + position,
+                        store_timestamp=stamp,
+                    )
+                except BaseException:
+                    # Never leave a whole-looking record past the end: recovery would take it.
+                    buffer[position : position + size] = bytes(size)
+                    raise
+                phys.append(base + position)
+                offsets.append(queue_offset if counted else 0)
+                if counted:
+                    queue_offsets[key] = queue_offset + 1
+                position += size
+        except DiskFullError as exc:
+            target.wrote_position = position
+            self._stamped(phys, stamp)
+            return phys, offsets, exc
+        except BaseException:
+            target.wrote_position = position
+            self._stamped(phys, stamp)
+            raise
+        target.wrote_position = position
+        self._stamped(phys, stamp)
+        return phys, offsets, None
+
+    def _stamped(self, phys: list[int], stamp: int) -> None:
+        # After wrote_position: a flush that reads this stamp first covers every record up to it.
+        if phys:
+            self.last_store_timestamp = stamp
+
     def _illegal_batch(self, total: int) -> str:
         if total > self.max_message_size:
             return f"batch of {total} bytes is larger than maxMessageSize {self.max_message_size}"
@@ -217,7 +281,8 @@ class CommitLog:
             )
         return ""
 
-    def _illegal(self, message: MessageToStore) -> str:
+    def illegal(self, message: MessageToStore) -> str:
+        """Why the CommitLog cannot take `message` ("" when it can)."""
         size = message.record_size
         if (
             len(message.topic) <= MAX_TOPIC_LENGTH_V1

@@ -57,17 +57,24 @@ class GroupCommit:
 
     async def wait_flushed(self, end_offset: int, timeout_s: float) -> bool:
         """True once everything before `end_offset` is durable; False after `timeout_s`."""
-        if self.error is not None:
-            raise FlushError(f"the store is read-only after a flush error: {self.error}")
-        if end_offset <= self.flushed_offset:
-            return True
+        return await self.durable(end_offset, timeout_s)
+
+    def durable(self, end_offset: int, timeout_s: float) -> asyncio.Future[bool]:
+        """wait_flushed as a future, for callers that answer from a callback (no task)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
-        self._waiters.append((end_offset, loop.time() + timeout_s, future))
-        if self._timer is None:
-            self._arm(loop)
-        self._wakeup.set()
-        return await future
+        if self.error is not None:
+            future.set_exception(
+                FlushError(f"the store is read-only after a flush error: {self.error}")
+            )
+        elif end_offset <= self.flushed_offset:
+            future.set_result(True)
+        else:
+            self._waiters.append((end_offset, loop.time() + timeout_s, future))
+            if self._timer is None:
+                self._arm(loop)
+            self._wakeup.set()
+        return future
 
     def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._waiters:

@@ -62,6 +62,18 @@ class PutResult:
     remark: str = ""
 
 
+@dataclass(slots=True)
+class AppendedMany:
+    """What append_many did: the offsets of the messages appended (the first `count` of those
+    given), and why the rest were not (status and remark)."""
+
+    status: PutStatus
+    phy_offsets: list[int]
+    queue_offsets: list[int]
+    end_offset: int = 0  # where the last appended record ends in the CommitLog
+    remark: str = ""
+
+
 class GetStatus(Enum):
     FOUND = "FOUND"
     NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
@@ -362,6 +374,47 @@ class MessageStore:
             result = await self._await_flush(result)
         self._count(result, started)
         return result
+
+    def illegal(self, message: MessageToStore) -> str:
+        """Why the store cannot take `message` ("" when it can): append_many's precondition."""
+        return self.commit_log.illegal(message)
+
+    def append_many(self, messages: Sequence[MessageToStore]) -> AppendedMany:
+        """Append the sends of one received chunk (any topics and queues, each checked with
+        `illegal`) in one pass; no waiting. Under SYNC_FLUSH, a caller that owes its producer
+        durability awaits `durable(end_offset)` once for them all."""
+        started = time.perf_counter()
+        failure = self._write_failure()
+        if failure:
+            self.stats.put_failed_times += len(messages)
+            return AppendedMany(PutStatus.SERVICE_NOT_AVAILABLE, [], [], remark=failure)
+        phys, offsets, error = self.commit_log.put_many(messages, self.clock())
+        appended = AppendedMany(PutStatus.PUT_OK, phys, offsets)
+        if error is not None:
+            appended.status = PutStatus.SERVICE_NOT_AVAILABLE
+            appended.remark = self.disk.allocation_failed(error)
+            self.stats.put_failed_times += len(messages) - len(phys)
+        elif self.disk.allocation_remark:
+            self.disk.allocation_succeeded()  # space is back
+        if phys:
+            appended.end_offset = phys[-1] + messages[len(phys) - 1].record_size
+            if self.sync_flush:
+                self.group_commit.wake()
+            else:
+                self._dispatch_wakeup.set()
+            size = sum(message.record_size for message in messages[: len(phys)])
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            self.stats.record_put(len(phys), size, elapsed_ms, puts=len(phys))
+        return appended
+
+    def durable(self, end_offset: int) -> asyncio.Future[bool]:
+        """Done with True once the CommitLog up to `end_offset` is on disk, False after
+        syncFlushTimeout; FlushError after a disk error. Under ASYNC_FLUSH: done at once."""
+        if not self.sync_flush:
+            future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            future.set_result(True)
+            return future
+        return self.group_commit.durable(end_offset, self.config.sync_flush_timeout / 1000)
 
     def _append(self, messages: Sequence[MessageToStore] | MessageToStore) -> PutResult:
         failure = self._write_failure()

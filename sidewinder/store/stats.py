@@ -45,16 +45,17 @@ class StoreStats:
     get_time_max_ms: int = 0
     _ring: deque[_Snapshot] = field(default_factory=lambda: deque(maxlen=max(RATE_WINDOWS_S) + 1))
 
-    def record_put(self, count: int, size: int, elapsed_ms: float) -> None:
+    def record_put(self, count: int, size: int, elapsed_ms: float, puts: int = 1) -> None:
+        """`count` messages of `size` bytes in all, stored by `puts` puts (sends) together."""
         self.put_times_total += count
         self.put_size_total += size
         millis = int(elapsed_ms)
         if millis == 0:  # nearly always: skip the search
-            self.put_latency[0] += 1
+            self.put_latency[0] += puts
             return
         if millis > self.put_time_max_ms:
             self.put_time_max_ms = millis
-        self.put_latency[bisect.bisect_left(LATENCY_BOUNDS_MS, millis)] += 1
+        self.put_latency[bisect.bisect_left(LATENCY_BOUNDS_MS, millis)] += puts
 
     def record_get(self, found: int, elapsed_ms: float) -> None:
         if found:

@@ -185,13 +185,13 @@ async def test_oneway_requests_get_no_response(harness: Harness) -> None:
     client = RemotingClient()
     connection = await client.connect(harness.address)
     frames: list[RemotingCommand] = []
-    original = connection._received
+    original = connection._answered
 
     def spy(command: RemotingCommand) -> None:
         frames.append(command)
         original(command)
 
-    connection._received = spy  # type: ignore[method-assign]
+    connection._answered = spy  # type: ignore[method-assign]
     await client.invoke_oneway(harness.address, request(ONEWAY_SINK, n="1"))
     reply = await client.invoke(harness.address, request(ECHO), 3)
     for _ in range(50):
