@@ -12,10 +12,9 @@ from dataclasses import replace
 from sidewinder.broker.config import PERM_WRITE, BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.processors.send_batch import (
-    INT32_DIGITS,
-    INT64_DIGITS,
+    INT32_MAX,
+    INT64_MAX,
     SendReplyFrames,
-    digits,
     strip_wait,
 )
 from sidewinder.broker.schedule import schedule_for_delay
@@ -237,28 +236,41 @@ class SendProcessor:
         ext = request.ext_fields
         if ext is None or "a" not in ext or "c" not in ext or "d" not in ext:
             return None
-        name = ext.get("b")
-        if name is None:
+        try:
+            name, queue, sys_text, born_text, flag_text = (
+                ext["b"],
+                ext["e"],
+                ext["f"],
+                ext["g"],
+                ext["h"],
+            )
+            reconsume_text = ext.get("j", "0")
+            # Plain decimal digits only (no sign, space or "_" that int() would take), then
+            # the ranges: anything else is for process() to accept or refuse.
+            numbers = queue + sys_text + born_text + flag_text + reconsume_text
+            if not (numbers.isdigit() and numbers.isascii()):
+                return None
+            queue_id, sys_flag, flag = int(queue), int(sys_text), int(flag_text)
+            born_timestamp, reconsume = int(born_text), int(reconsume_text)
+        except (KeyError, ValueError):
+            return None
+        if (
+            sys_flag & TRANSACTION_TYPE_MASK
+            or sys_flag > INT32_MAX
+            or flag > INT32_MAX
+            or reconsume > INT32_MAX
+            or born_timestamp > INT64_MAX
+        ):
             return None
         topic_bytes = self._plain_names.get(name)
         if topic_bytes is None:
             topic_bytes = self._plain_name(name)
         topic = self.topics.get(name)
-        if not topic_bytes or topic is None or not topic.perm & PERM_WRITE:
-            return None
-        queue_id = digits(ext.get("e"), INT32_DIGITS)
-        sys_flag = digits(ext.get("f"), INT32_DIGITS)
-        born_timestamp = digits(ext.get("g"), INT64_DIGITS)
-        flag = digits(ext.get("h"), INT32_DIGITS)
-        reconsume = digits(ext.get("j", "0"), INT32_DIGITS)
         if (
-            queue_id is None
-            or sys_flag is None
-            or born_timestamp is None
-            or flag is None
-            or reconsume is None
-            or sys_flag & TRANSACTION_TYPE_MASK
-            or queue_id >= max(topic.write_queue_nums, topic.read_queue_nums)
+            not topic_bytes
+            or topic is None
+            or not topic.perm & PERM_WRITE
+            or (queue_id >= topic.write_queue_nums and queue_id >= topic.read_queue_nums)
         ):
             return None
         properties = ext.get("i") or ""
@@ -266,16 +278,16 @@ class SendProcessor:
             return None
         properties, wait = strip_wait(properties)
         message = MessageToStore(
-            topic=topic_bytes,
-            queue_id=queue_id,
-            body=request.body_bytes,
-            properties=self._with_cluster(properties.encode("utf-8", "surrogateescape")),
-            flag=flag,
-            sys_flag=sys_flag,
-            born_timestamp=born_timestamp,
-            born_host=born,
-            store_host=self.store_host,
-            reconsume_times=reconsume,
+            topic_bytes,
+            queue_id,
+            request.body_bytes,
+            self._with_cluster(properties.encode("utf-8", "surrogateescape")),
+            flag,
+            sys_flag,
+            born_timestamp,
+            born,
+            self.store_host,
+            reconsume,
         )
         if self.store.illegal(message):
             return None

@@ -1,6 +1,6 @@
 """The pieces of the send path that serve a whole received chunk at once (SendProcessor.take_batch):
-reading a SEND_MESSAGE_V2 header's numbers without a typed header object, and answering from a
-pre-encoded reply template.
+WAIT taken out of a send's properties without decoding them, and answering from a pre-encoded
+reply template.
 
 The template gives, byte for byte, the frame the generic path encodes for the same successful
 reply (tests/broker/test_send_batch.py compares the two); anything else (a refusal, a timeout, a
@@ -19,16 +19,8 @@ from sidewinder.protocol.record import Host
 
 _PREFIX = struct.Struct(">ii")
 _JSON_TYPE = SerializeType.JSON << 24
-INT32_DIGITS = 9  # every number of up to 9 digits fits an int32; longer ones take the slow path
-INT64_DIGITS = 18
-
-
-def digits(text: str | None, width: int) -> int | None:
-    """A non-negative decimal of at most `width` ASCII digits, else None (for the slow path to
-    accept or refuse with its own remark)."""
-    if text and len(text) <= width and text.isdigit() and text.isascii():
-        return int(text)
-    return None
+INT32_MAX = (1 << 31) - 1
+INT64_MAX = (1 << 63) - 1
 
 
 def strip_wait(properties: str) -> tuple[str, bool]:
