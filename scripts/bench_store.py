@@ -39,7 +39,8 @@ from sidewinder.protocol.message import encode_properties
 from sidewinder.protocol.record import Host, MessageToStore, encode_record
 from sidewinder.store.commit_log import CommitLog
 from sidewinder.store.config import StoreConfig
-from sidewinder.store.dispatch import ConsumeQueueTable, Dispatcher, parse_delay_levels
+from sidewinder.store.consume_queue import ConsumeQueueTable
+from sidewinder.store.dispatchers import parse_delay_levels, store_dispatchers
 from sidewinder.store.index_service import IndexService
 from sidewinder.store.message_store import MessageStore, PutStatus
 from sidewinder.store.reput import Reput
@@ -215,7 +216,7 @@ def dispatch(root: Path, records: int, rounds: int = 3) -> dict[str, Any]:
             index = IndexService(out / "index", 5_000_000, 20_000_000) if with_index else None
             if index is not None:
                 index.load()
-            reput = Reput(log, Dispatcher(queues, index, parse_delay_levels("1s 5s 10s")))
+            reput = Reput(log, store_dispatchers(queues, index, parse_delay_levels("1s 5s 10s")))
             started = time.perf_counter()
             reput.dispatch_all()
             best = min(best, time.perf_counter() - started)

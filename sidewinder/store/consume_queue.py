@@ -204,3 +204,38 @@ class ConsumeQueue:
 
     def close(self) -> None:
         self.files.close()
+
+
+class ConsumeQueueTable:
+    """Every (topic, queue) ConsumeQueue under consumequeue/, created on first use."""
+
+    def __init__(self, root: Path, file_size: int) -> None:
+        self.root = root
+        self.file_size = file_size
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+
+    def load(self) -> None:
+        if not self.root.is_dir():
+            return
+        for topic_dir in sorted(self.root.iterdir()):
+            for queue_dir in sorted(topic_dir.iterdir()):
+                if queue_dir.name.isdigit():
+                    queue = self.get(topic_dir.name, int(queue_dir.name))
+                    queue.load()
+                    queue.recover()
+
+    def get(self, topic: str, queue_id: int) -> ConsumeQueue:
+        key = (topic, queue_id)
+        queue = self.queues.get(key)
+        if queue is None:
+            queue = self.queues[key] = ConsumeQueue(self.root, topic, queue_id, self.file_size)
+        return queue
+
+    def flush(self) -> None:
+        for queue in self.queues.values():
+            queue.flush()
+
+    def close(self) -> None:
+        for queue in self.queues.values():
+            queue.close()
+        self.queues.clear()

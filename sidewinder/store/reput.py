@@ -1,4 +1,4 @@
-"""Reput: walk the CommitLog from where dispatch stopped and feed each record to the Dispatcher.
+"""Reput: walk the CommitLog from where dispatch stopped and feed each record to the dispatchers.
 
 Synchronous (it runs on the store's dispatch thread, and inline during recovery). It remembers
 how far it got (`offset`, always a record start or a segment's blank tail) and the store
@@ -7,10 +7,10 @@ timestamp of the last record it dispatched, which the ConsumeQueue checkpoint re
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from sidewinder.store.commit_log import CommitLog
-from sidewinder.store.dispatch import Dispatcher
+from sidewinder.store.dispatchers import CommitLogDispatcher
 from sidewinder.store.mapped_file import DiskFullError
 
 DISPATCH_BATCH = 4096
@@ -19,9 +19,14 @@ QueueGrowth = dict[tuple[bytes, int], int]  # (topic, queue id) -> new max queue
 
 
 class Reput:
-    def __init__(self, commit_log: CommitLog, dispatcher: Dispatcher, offset: int = 0) -> None:
+    def __init__(
+        self,
+        commit_log: CommitLog,
+        dispatchers: Sequence[CommitLogDispatcher],
+        offset: int = 0,
+    ) -> None:
         self.commit_log = commit_log
-        self.dispatcher = dispatcher
+        self.dispatchers = list(dispatchers)  # in order: RocketMQ's queue, then index
         self.offset = offset
         self.last_store_timestamp = 0
         self.dispatched = 0  # records, ever; the ConsumeQueue flusher compares it
@@ -33,13 +38,14 @@ class Reput:
         """Dispatch records from `offset` up to `limit` (at most `max_records`); queues grown."""
         grown: QueueGrowth = {}
         n = 0
-        dispatch = self.dispatcher.dispatch
+        dispatches = [d.dispatch for d in self.dispatchers]
         try:
             for scanned in self.commit_log.scan(self.offset):
                 total, phy, topic, queue_id, queue_offset, _, store_ts, _ = scanned
                 if phy + total > limit or n >= max_records:
                     break
-                dispatch(scanned)
+                for dispatch in dispatches:
+                    dispatch(scanned)
                 grown[(topic, queue_id)] = queue_offset + 1
                 self.offset = phy + total
                 self.last_store_timestamp = store_ts
