@@ -7,6 +7,11 @@
 Synchronous and idempotent: a record dispatched twice (recovery re-dispatching a tail) changes
 nothing. The async store runs them behind the flush, so under SYNC_FLUSH nothing becomes
 visible to consumers before it is durable.
+
+Dispatch is on the broker's hot path (one thread, holding the GIL, for every message), so a
+record arrives as a plain tuple of the few fields dispatch reads (`DispatchRecord`), and the
+properties are searched as bytes for the one or two names a dispatcher needs, never decoded
+whole (`last_property`).
 """
 
 from __future__ import annotations
@@ -14,15 +19,23 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from sidewinder.protocol.message import KEY_SEPARATOR, MessageConst, decode_properties, tags_code
-from sidewinder.protocol.record import TRANSACTION_TYPE_MASK, MessageSysFlag, ScannedRecord
+from sidewinder.protocol.message import MessageConst, decode_properties, tags_code
+from sidewinder.protocol.record import TRANSACTION_TYPE_MASK, MessageSysFlag
 from sidewinder.store.consume_queue import ConsumeQueueTable
 from sidewinder.store.index_service import IndexService
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+_SCHEDULE_TOPIC = SCHEDULE_TOPIC.encode()
 _COMMIT = int(MessageSysFlag.TRANSACTION_COMMIT)
 _ROLLBACK = int(MessageSysFlag.TRANSACTION_ROLLBACK)
 _UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_TAGS = MessageConst.TAGS.encode() + b"\x01"
+_KEYS = MessageConst.KEYS.encode() + b"\x01"
+_UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode() + b"\x01"
+_TAGS_CACHE = 4096  # distinct TAGS values whose hash is kept (a broker sees few)
+
+# (TOTALSIZE, PHYSICALOFFSET, topic, QUEUEID, QUEUEOFFSET, SYSFLAG, STORETIMESTAMP, properties)
+DispatchRecord = tuple[int, int, bytes, int, int, int, int, bytes]
 
 
 def parse_delay_levels(spec: str) -> dict[int, int]:
@@ -36,11 +49,27 @@ def parse_delay_levels(spec: str) -> dict[int, int]:
     return levels
 
 
+def last_property(props: bytes, needle: bytes) -> bytes | None:
+    """The value of property `needle` (its name and \\x01) in encoded properties, the last one
+    when repeated (as decode_properties and Java's HashMap keep it), None when absent."""
+    at = props.rfind(needle)
+    if at < 0:
+        return None
+    if at and props[at - 1] != 2:
+        # The tail of another name, or inside a value: let the full decoder judge.
+        value = decode_properties(props).get(needle[:-1].decode())
+        return None if value is None else value.encode("utf-8", "surrogateescape")
+    start = at + len(needle)
+    end = props.find(b"\x02", start)
+    return props[start:] if end < 0 else props[start:end]
+
+
 class CommitLogDispatcher(Protocol):
     """One consumer of the CommitLog's records, fed by reput in CommitLog order."""
 
-    def dispatch(self, record: ScannedRecord) -> None:
-        """Write what one record means to this dispatcher; a repeat changes nothing."""
+    def dispatch(self, record: DispatchRecord) -> None:
+        """One record, making files as needed; a repeat changes nothing. DiskFullError
+        leaves nothing of it written."""
 
 
 class ConsumeQueueDispatcher:
@@ -50,25 +79,35 @@ class ConsumeQueueDispatcher:
         self.queues = queues
         self.delay_levels = delay_levels
         self.max_delay_level = max(delay_levels, default=0)
+        self._tags_codes: dict[bytes, int] = {}  # TAGS value -> its hashCode
 
-    def cq_tags_code(self, topic: str, store_timestamp: int, props: dict[str, str]) -> int:
-        code = tags_code(props.get(MessageConst.TAGS))
-        if topic == SCHEDULE_TOPIC:
-            delay = props.get(MessageConst.DELAY_TIME_LEVEL)
+    def cq_tags_code(self, topic: bytes, store_timestamp: int, props: bytes) -> int:
+        """The entry's tags code: the TAGS hash, or for a delayed message the time it is due."""
+        tags = last_property(props, _TAGS)
+        code = self._tags_code(tags) if tags else 0
+        if topic == _SCHEDULE_TOPIC:
+            delay = last_property(props, b"DELAY\x01")
             level = min(int(delay), self.max_delay_level) if delay is not None else 0
             if level > 0:
                 # A delayed message's entry holds the time it is due, not a tags hash.
                 code = store_timestamp + self.delay_levels.get(level, 1000)
         return code
 
-    def dispatch(self, record: ScannedRecord) -> None:
-        total, phy, topic_bytes, queue_id, queue_offset, sys_flag, store_ts, raw_props = record
+    def _tags_code(self, tags: bytes) -> int:
+        code = self._tags_codes.get(tags)
+        if code is None:
+            if len(self._tags_codes) >= _TAGS_CACHE:
+                self._tags_codes.clear()
+            code = tags_code(tags.decode("utf-8", "surrogateescape"))
+            self._tags_codes[tags] = code
+        return code
+
+    def dispatch(self, record: DispatchRecord) -> None:
+        total, phy, topic, queue_id, queue_offset, sys_flag, store_ts, props = record
         transaction = sys_flag & TRANSACTION_TYPE_MASK
-        if transaction != 0 and transaction != _COMMIT:
+        if transaction and transaction != _COMMIT:
             return
-        topic = topic_bytes.decode("utf-8", "surrogateescape")
-        props = decode_properties(raw_props)
-        self.queues.get(topic, queue_id).put(
+        self.queues.get(topic.decode("utf-8", "surrogateescape"), queue_id).put(
             queue_offset, phy, total, self.cq_tags_code(topic, store_ts, props)
         )
 
@@ -79,15 +118,22 @@ class IndexDispatcher:
     def __init__(self, index: IndexService) -> None:
         self.index = index
 
-    def dispatch(self, record: ScannedRecord) -> None:
-        _, phy, topic_bytes, _, _, sys_flag, store_ts, raw_props = record
+    @staticmethod
+    def keys(props: bytes) -> list[bytes]:
+        """UNIQ_KEY, then each word of KEYS; empty ones left out."""
+        uniq = last_property(props, _UNIQ_KEY)
+        keys = [uniq] if uniq else []
+        words = last_property(props, _KEYS)
+        if words:
+            keys += [word for word in words.split(b" ") if word]
+        return keys
+
+    def dispatch(self, record: DispatchRecord) -> None:
+        _, phy, topic, _, _, sys_flag, store_ts, props = record
         if sys_flag & TRANSACTION_TYPE_MASK == _ROLLBACK:
             return
-        topic = topic_bytes.decode("utf-8", "surrogateescape")
-        props = decode_properties(raw_props)
-        keys = [props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")]
-        keys += props.get(MessageConst.KEYS, "").split(KEY_SEPARATOR)
-        self.index.build_index(topic, keys, phy, store_ts)
+        keys = [key.decode("utf-8", "surrogateescape") for key in self.keys(props)]
+        self.index.build_index(topic.decode("utf-8", "surrogateescape"), keys, phy, store_ts)
 
 
 def store_dispatchers(
