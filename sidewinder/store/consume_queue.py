@@ -181,6 +181,35 @@ class ConsumeQueue:
         self.max_phy_offset = phy_offset + size
         return True
 
+    def reserve(self, queue_offset: int, count: int) -> int | None:
+        """Room for `count` entries from `queue_offset` in the last file, allocated
+        (DiskFullError if the disk has none): how many leading ones are there already (a
+        repeated dispatch). None when they need a file made (but a new queue's first),
+        or do not follow the last entry: then `put` them one by one, which makes files and
+        refuses gaps."""
+        at = queue_offset * CQ_ENTRY_SIZE
+        if not self.files.files and at % self.files.file_size == 0:
+            self._first_file_at(at)  # an empty file: nothing readers see
+        last = self.files.last_file
+        end = self.files.max_offset
+        if last is None or at > end:
+            return None
+        present = min((end - at) // CQ_ENTRY_SIZE, count)
+        needed = last.wrote_position + (count - present) * CQ_ENTRY_SIZE
+        if needed > last.size:
+            return None
+        if needed > last.allocated_to:
+            last.ensure_allocated(needed + ALLOCATION_STEP)
+        return present
+
+    def write_reserved(self, entries: bytes, max_phy_offset: int) -> None:
+        """Write packed entries after the last one, into room `reserve` made."""
+        last = self.files.files[-1]
+        at = last.wrote_position
+        last.buffer[at : at + len(entries)] = entries
+        last.wrote_position = at + len(entries)
+        self.max_phy_offset = max_phy_offset
+
     def _first_file_at(self, at: int) -> None:
         # A queue whose first entry is not 0 (its head was cleaned up elsewhere) starts in the
         # file holding that entry, padded before it with blank entries, as RocketMQ pads it.

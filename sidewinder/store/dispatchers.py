@@ -16,12 +16,16 @@ whole (`last_property`).
 
 from __future__ import annotations
 
+import functools
 import re
+import struct
+from collections.abc import Sequence
 from typing import Protocol
 
 from sidewinder.protocol.message import MessageConst, decode_properties, tags_code
 from sidewinder.protocol.record import TRANSACTION_TYPE_MASK, MessageSysFlag
-from sidewinder.store.consume_queue import ConsumeQueueTable
+from sidewinder.store.consume_queue import ConsumeQueue, ConsumeQueueTable
+from sidewinder.store.index_file import IndexFile, TopicKeyHasher
 from sidewinder.store.index_service import IndexService
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -65,11 +69,41 @@ def last_property(props: bytes, needle: bytes) -> bytes | None:
 
 
 class CommitLogDispatcher(Protocol):
-    """One consumer of the CommitLog's records, fed by reput in CommitLog order."""
+    """One consumer of the CommitLog's records, fed by reput in CommitLog order.
+
+    A batch goes `prepare` then `write_prepared` when every dispatcher's prepare says yes,
+    else record by record through `dispatch`. Each way a repeat changes nothing.
+    """
+
+    def prepare(self, batch: Sequence[DispatchRecord]) -> bool:
+        """Work out what the batch writes and allocate its room, writing nothing readers see.
+        False when it needs a file made (or more than room-making); DiskFullError when the
+        disk has no room."""
+
+    def write_prepared(self) -> None:
+        """Write what the last `prepare` worked out: its room is there, nothing can fail."""
 
     def dispatch(self, record: DispatchRecord) -> None:
-        """One record, making files as needed; a repeat changes nothing. DiskFullError
-        leaves nothing of it written."""
+        """One record, making files as needed; DiskFullError leaves nothing of it written."""
+
+
+@functools.cache
+def _entry_run(count: int) -> struct.Struct:
+    return struct.Struct(">" + "qiq" * count)
+
+
+_RUN = 64
+
+
+def pack_entries(flat: list[int]) -> bytes:
+    """ConsumeQueue entries from (phy offset, size, tags code) laid flat: one pack per 64."""
+    count = len(flat) // 3
+    whole = count - count % _RUN
+    pack = _entry_run(_RUN).pack
+    parts = [pack(*flat[i : i + 3 * _RUN]) for i in range(0, 3 * whole, 3 * _RUN)]
+    if count > whole:
+        parts.append(_entry_run(count - whole).pack(*flat[3 * whole :]))
+    return b"".join(parts)
 
 
 class ConsumeQueueDispatcher:
@@ -80,6 +114,7 @@ class ConsumeQueueDispatcher:
         self.delay_levels = delay_levels
         self.max_delay_level = max(delay_levels, default=0)
         self._tags_codes: dict[bytes, int] = {}  # TAGS value -> its hashCode
+        self._prepared: list[tuple[ConsumeQueue, bytes, int]] = []
 
     def cq_tags_code(self, topic: bytes, store_timestamp: int, props: bytes) -> int:
         """The entry's tags code: the TAGS hash, or for a delayed message the time it is due."""
@@ -102,6 +137,49 @@ class ConsumeQueueDispatcher:
             self._tags_codes[tags] = code
         return code
 
+    def prepare(self, batch: Sequence[DispatchRecord]) -> bool:
+        # Per queue: its queue offsets, and its entries' fields laid flat.
+        runs: dict[tuple[bytes, int], tuple[list[int], list[int]]] = {}
+        codes = self._tags_codes
+        for total, phy, topic, queue_id, queue_offset, sys_flag, store_ts, props in batch:
+            transaction = sys_flag & TRANSACTION_TYPE_MASK
+            if transaction and transaction != _COMMIT:
+                continue
+            # The common case inline (a plain TAGS, hash known); the rest in cq_tags_code.
+            at = props.rfind(_TAGS)
+            if at < 0 and topic != _SCHEDULE_TOPIC:
+                code = 0
+            elif (at == 0 or props[at - 1] == 2) and topic != _SCHEDULE_TOPIC:
+                end = props.find(b"\x02", at + 5)
+                code = codes.get(props[at + 5 : end] if end >= 0 else props[at + 5 :], None)
+                if code is None:
+                    code = self.cq_tags_code(topic, store_ts, props)
+            else:
+                code = self.cq_tags_code(topic, store_ts, props)
+            run = runs.get((topic, queue_id))
+            if run is None:
+                run = runs[(topic, queue_id)] = ([], [])
+            run[0].append(queue_offset)
+            run[1].extend((phy, total, code))
+        prepared = []
+        for (topic, queue_id), (offsets, flat) in runs.items():
+            first = offsets[0]
+            if offsets != list(range(first, first + len(offsets))):
+                return False  # not one run: `put` refuses what does not follow
+            queue = self.queues.get(topic.decode("utf-8", "surrogateescape"), queue_id)
+            present = queue.reserve(first, len(offsets))
+            if present is None:
+                return False
+            if present < len(offsets):
+                prepared.append((queue, pack_entries(flat[3 * present :]), flat[-3] + flat[-2]))
+        self._prepared = prepared
+        return True
+
+    def write_prepared(self) -> None:
+        for queue, entries, max_phy_offset in self._prepared:
+            queue.write_reserved(entries, max_phy_offset)
+        self._prepared = []
+
     def dispatch(self, record: DispatchRecord) -> None:
         total, phy, topic, queue_id, queue_offset, sys_flag, store_ts, props = record
         transaction = sys_flag & TRANSACTION_TYPE_MASK
@@ -117,6 +195,8 @@ class IndexDispatcher:
 
     def __init__(self, index: IndexService) -> None:
         self.index = index
+        self.hasher = TopicKeyHasher()
+        self._prepared: tuple[IndexFile, list[int]] | None = None
 
     @staticmethod
     def keys(props: bytes) -> list[bytes]:
@@ -127,6 +207,30 @@ class IndexDispatcher:
         if words:
             keys += [word for word in words.split(b" ") if word]
         return keys
+
+    def prepare(self, batch: Sequence[DispatchRecord]) -> bool:
+        repeated_to = self.index.repeated_to()
+        key_hash = self.hasher.key_hash
+        keys_of = self.keys
+        flat: list[int] = []  # (key hash, phy offset, store timestamp) per key
+        for _, phy, topic, _, _, sys_flag, store_ts, props in batch:
+            if sys_flag & TRANSACTION_TYPE_MASK == _ROLLBACK or phy <= repeated_to:
+                continue
+            for key in keys_of(props):
+                flat.extend((key_hash(topic, key), phy, store_ts))
+        self._prepared = None
+        if flat:
+            target = self.index.writable_for(len(flat) // 3)
+            if target is None:
+                return False  # the keys need the next file: build_index rolls to it
+            self._prepared = (target, flat)
+        return True
+
+    def write_prepared(self) -> None:
+        if self._prepared is not None:
+            target, flat = self._prepared
+            target.put_hashed(flat)
+            self._prepared = None
 
     def dispatch(self, record: DispatchRecord) -> None:
         _, phy, topic, _, _, sys_flag, store_ts, props = record

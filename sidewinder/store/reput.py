@@ -8,8 +8,10 @@ how far it got (`offset`, always a record start or a segment's blank tail) and t
 timestamp of the last record it dispatched, which the ConsumeQueue checkpoint records.
 
 A round reads up to DISPATCH_BATCH records straight from the mapped segments (only the fields
-dispatch uses, no record objects), then hands each to every dispatcher in turn; a full disk
-stops dispatch at the first record it could not write whole.
+dispatch uses, no record objects) and hands them to each dispatcher as one batch: each first
+works out what it writes and allocates the room (`prepare`), then all write. A batch that
+needs a new file, or finds no room, goes record by record instead (`dispatch`), so a full disk
+stops dispatch exactly at the first record it could not write, as before.
 """
 
 from __future__ import annotations
@@ -52,12 +54,17 @@ class Reput:
         """Dispatch records from `offset` up to `limit` (at most `max_records`); queues grown."""
         records, exhausted = self.read(limit, max_records)
         done = 0
-        dispatches = [d.dispatch for d in self.dispatchers]
         try:
-            for record in records:
-                for dispatch in dispatches:
-                    dispatch(record)
-                done += 1
+            if records and self._prepared(records):
+                for dispatcher in self.dispatchers:
+                    dispatcher.write_prepared()
+                done = len(records)
+            else:
+                dispatches = [d.dispatch for d in self.dispatchers]
+                for record in records:
+                    for dispatch in dispatches:
+                        dispatch(record)
+                    done += 1
         except DiskFullError as exc:
             self.blocked = exc
         else:
@@ -75,6 +82,13 @@ class Reput:
         for record in records[:done] if done < len(records) else records:
             grown[(record[2], record[3])] = record[4] + 1
         return grown
+
+    def _prepared(self, records: list[DispatchRecord]) -> bool:
+        """Whether every dispatcher can take the batch whole (room allocated, no new file)."""
+        try:
+            return all(d.prepare(records) for d in self.dispatchers)
+        except DiskFullError:
+            return False  # record by record then, to stop at exactly the one without room
 
     def read(self, limit: int, max_records: int) -> tuple[list[DispatchRecord], bool]:
         """The records from `offset` that end by `limit` (at most `max_records`), and whether
