@@ -16,6 +16,7 @@ broker does not take its whole index file (420 MB by default) from the disk at o
 
 from __future__ import annotations
 
+import binascii
 import operator
 import struct
 from collections.abc import Iterator
@@ -46,12 +47,44 @@ def index_key_hash(key: str) -> int:
 
 # 31**k mod 2**32, k ascending: a hash of ASCII bytes is one C-level sum over them, reversed.
 _POWERS_31 = [pow(31, k, 1 << 32) for k in range(1025)]
+_HEX_DIGITS = b"0123456789ABCDEF"
+_U16X8 = struct.Struct(">8H")
+_P4, _P8, _P12, _P16, _P20, _P24, _P28 = (_POWERS_31[k] for k in range(4, 32, 4))
 _TOPICS_CACHED = 65536
+
+
+# For each 16-bit value, the hashCode of its 4 uppercase hex digits (made on first use).
+_HEX_QUADS: list[int] = []
+
+
+def _hex_quad_hashes() -> list[int]:
+    if not _HEX_QUADS:
+        pairs = [_HEX_DIGITS[b >> 4] * 31 + _HEX_DIGITS[b & 15] for b in range(256)]
+        _HEX_QUADS[:] = [high * 961 + low for high in pairs for low in pairs]
+    return _HEX_QUADS
 
 
 def ascii_hash(data: bytes) -> int:
     """String.hashCode() of ASCII text (its bytes are its UTF-16 units), unsigned; at most
-    1024 bytes."""
+    1024 bytes. A 32-digit uppercase hex string (a UNIQ_KEY) takes 8 table look-ups."""
+    if len(data) == 32 and data.isupper():
+        try:
+            raw = binascii.unhexlify(data)
+        except binascii.Error:
+            pass
+        else:
+            t = _HEX_QUADS or _hex_quad_hashes()
+            a, b, c, d, e, f, g, h = _U16X8.unpack(raw)
+            return (
+                t[a] * _P28
+                + t[b] * _P24
+                + t[c] * _P20
+                + t[d] * _P16
+                + t[e] * _P12
+                + t[f] * _P8
+                + t[g] * _P4
+                + t[h]
+            ) & 0xFFFFFFFF
     return sum(map(operator.mul, data[::-1], _POWERS_31)) & 0xFFFFFFFF
 
 
