@@ -188,11 +188,13 @@ class ConsumeQueue:
         or do not follow the last entry: then `put` them one by one, which makes files and
         refuses gaps."""
         at = queue_offset * CQ_ENTRY_SIZE
-        if not self.files.files and at % self.files.file_size == 0:
+        if not self.files.files:
+            if at % self.files.file_size:
+                return None
             self._first_file_at(at)  # an empty file: nothing readers see
-        last = self.files.last_file
-        end = self.files.max_offset
-        if last is None or at > end:
+        last = self.files.files[-1]
+        end = last.file_from_offset + last.wrote_position  # files.max_offset (never pooled)
+        if at > end:
             return None
         present = min((end - at) // CQ_ENTRY_SIZE, count)
         needed = last.wrote_position + (count - present) * CQ_ENTRY_SIZE
@@ -206,7 +208,7 @@ class ConsumeQueue:
         """Write packed entries after the last one, into room `reserve` made."""
         last = self.files.files[-1]
         at = last.wrote_position
-        last.buffer[at : at + len(entries)] = entries
+        last.buffer.obj[at : at + len(entries)] = entries  # the mmap: no view made per write
         last.wrote_position = at + len(entries)
         self.max_phy_offset = max_phy_offset
 

@@ -98,6 +98,8 @@ _RUN = 64
 def pack_entries(flat: list[int]) -> bytes:
     """ConsumeQueue entries from (phy offset, size, tags code) laid flat: one pack per 64."""
     count = len(flat) // 3
+    if count <= _RUN:
+        return _entry_run(count).pack(*flat)
     whole = count - count % _RUN
     pack = _entry_run(_RUN).pack
     parts = [pack(*flat[i : i + 3 * _RUN]) for i in range(0, 3 * whole, 3 * _RUN)]
