@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from sidewinder.protocol.record import HOSTS_V6_MASK, MESSAGE_MAGIC, RecordError, scan_record
 from sidewinder.store.commit_log import CommitLog
 from sidewinder.store.dispatchers import CommitLogDispatcher, DispatchRecord
-from sidewinder.store.mapped_file import DiskFullError
+from sidewinder.store.mapped_file import DiskFullError, MappedFile
 
 DISPATCH_BATCH = 4096
 
@@ -94,65 +94,13 @@ class Reput:
         """The records from `offset` that end by `limit` (at most `max_records`), and whether
         the walk ran out of records (rather than stopping at the limit or the count)."""
         records: list[DispatchRecord] = []
-        append = records.append
-        offset = self.offset
-        unpack = _LEAN_V4.unpack_from
         for segment in self.commit_log.files.files:  # a snapshot: cleanup replaces the list
             start = segment.file_from_offset
-            if start + segment.size <= offset:
+            if start + segment.size <= self.offset:
                 continue
-            position = max(offset - start, 0)
-            readable = segment.read_position
-            stop = min(readable, limit - start)  # records must end by here
-            data = segment.buffer.obj  # the mmap: slicing it gives bytes at once
-            while position < readable:
-                if len(records) >= max_records:
-                    return records, False
-                try:
-                    total, magic, queue_id, queue_offset, phy, sys_flag, store_ts, body_len = (
-                        unpack(data, position)
-                    )
-                except struct.error:
-                    magic = sys_flag = total = body_len = 0  # near the file's end: a blank
-                end = position + total
-                if magic != MESSAGE_MAGIC or sys_flag & HOSTS_V6_MASK or body_len < 0:
-                    # V2, IPv6 hosts, the blank tail, nothing written, or bad bytes.
-                    scanned = scan_record(segment.buffer[:readable], position, check_crc=False)
-                    if scanned is None or isinstance(scanned, int):
-                        break
-                    total, phy, topic, queue_id, queue_offset, sys_flag, store_ts, view = scanned
-                    end = position + total
-                    if end > stop:
-                        return records, False
-                    append(
-                        (total, phy, topic, queue_id, queue_offset, sys_flag, store_ts, bytes(view))
-                    )
-                    position = end
-                    continue
-                topic_at = position + _BODY_AT + 1 + body_len
-                if total <= 0 or end > readable or topic_at > end:
-                    raise RecordError(start + position, f"total size {total} does not fit")
-                props_at = topic_at + data[topic_at - 1] + 2
-                if (
-                    props_at > end
-                    or props_at + (data[props_at - 2] << 8 | data[props_at - 1]) != end
-                ):
-                    raise RecordError(start + position, f"fields do not add up to {total}")
-                if end > stop:
-                    return records, False
-                append(
-                    (
-                        total,
-                        phy,
-                        data[topic_at : props_at - 2],
-                        queue_id,
-                        queue_offset,
-                        sys_flag,
-                        store_ts,
-                        data[props_at:end],
-                    )
-                )
-                position = end
+            position = max(self.offset - start, 0)
+            if not _read_segment(segment, position, limit - start, records, max_records):
+                return records, False
         return records, True
 
     def dispatch_all(self, progress: Callable[[int], None] | None = None) -> None:
@@ -165,3 +113,53 @@ class Reput:
                 progress(self.offset)
             if self.offset == before or self.blocked is not None:
                 break
+
+
+def _read_segment(
+    segment: MappedFile,
+    position: int,
+    limit: int,
+    records: list[DispatchRecord],
+    max_records: int,
+) -> bool:
+    """Append the segment's records from `position` that end by `limit` (segment-relative) to
+    `records`, up to `max_records` in all; False when the limit or the count stopped it."""
+    append = records.append
+    unpack = _LEAN_V4.unpack_from
+    readable = segment.read_position
+    stop = min(readable, limit)  # records must end by here
+    data = segment.buffer.obj  # the mmap: slicing it gives bytes at once
+    while position < readable:
+        if len(records) >= max_records:
+            return False
+        try:
+            total, magic, queue_id, queue_offset, phy, sys_flag, store_ts, body_len = unpack(
+                data, position
+            )
+        except struct.error:
+            magic = sys_flag = total = body_len = 0  # near the file's end: a blank
+        end = position + total
+        if magic != MESSAGE_MAGIC or sys_flag & HOSTS_V6_MASK or body_len < 0:
+            # V2, IPv6 hosts, the blank tail, nothing written, or bad bytes.
+            scanned = scan_record(segment.buffer[:readable], position, check_crc=False)
+            if scanned is None or isinstance(scanned, int):
+                return True
+            total, phy, topic, queue_id, queue_offset, sys_flag, store_ts, view = scanned
+            if position + total > stop:
+                return False
+            append((total, phy, topic, queue_id, queue_offset, sys_flag, store_ts, bytes(view)))
+            position += total
+            continue
+        topic_at = position + _BODY_AT + 1 + body_len
+        at = segment.file_from_offset + position
+        if total <= 0 or end > readable or topic_at > end:
+            raise RecordError(at, f"total size {total} does not fit")
+        props_at = topic_at + data[topic_at - 1] + 2
+        if props_at > end or props_at + (data[props_at - 2] << 8 | data[props_at - 1]) != end:
+            raise RecordError(at, f"fields do not add up to total size {total}")
+        if end > stop:
+            return False
+        topic, props = data[topic_at : props_at - 2], data[props_at:end]
+        append((total, phy, topic, queue_id, queue_offset, sys_flag, store_ts, props))
+        position = end
+    return True

@@ -7,7 +7,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sidewinder.protocol.message import encode_properties
-from sidewinder.protocol.record import Host, MessageToStore
+from sidewinder.protocol.record import (
+    Host,
+    MessageRecord,
+    MessageToStore,
+    decode_record,
+    encode_record,
+)
 from sidewinder.store.commit_log import CommitLog
 from sidewinder.store.consume_queue import ConsumeQueueTable, read_queue
 from sidewinder.store.dispatchers import ConsumeQueueDispatcher, DispatchRecord
@@ -83,4 +89,51 @@ def test_a_full_disk_stops_dispatch_at_the_first_record_without_room(tmp_path: P
         entries = list(read_queue(tmp_path / "consumequeue" / "T" / str(queue_id)))
         assert [e.phy_offset for e in entries] == offsets[queue_id::2]
     queues.close()
+    log.close()
+
+
+def test_records_with_ipv6_hosts_or_a_long_topic_are_read_as_the_full_decoder_reads_them(
+    tmp_path: Path,
+) -> None:
+    # Written with encode_record: the store refuses a topic over 127 bytes, but a RocketMQ 5
+    # CommitLog holds them (the V2 magic), and the lean reader hands them to scan_record.
+    segment = bytearray(64 << 10)
+    v6 = Host(bytes(15) + b"\x01", 10911)
+    topics = [b"T", b"L" * 200]
+    position = 0
+    for n in range(40):
+        props = encode_properties({"TAGS": f"tag{n % 3}", "KEYS": f"k{n}"}, trailing=False)
+        message = MessageToStore(
+            topic=topics[n % 2],
+            queue_id=0,
+            body=bytes(n * 50),
+            properties=props,
+            born_host=v6 if n % 3 else HOST,
+            store_host=v6 if n % 5 else HOST,
+        )
+        position += encode_record(
+            message, segment, position, queue_offset=n // 2, phy_offset=position, store_timestamp=n
+        )
+    (tmp_path / "commitlog").mkdir()
+    (tmp_path / "commitlog" / f"{0:020d}").write_bytes(segment)
+    log = CommitLog(
+        tmp_path / "commitlog", segment_size=64 << 10, max_message_size=4 << 20, store_host=HOST
+    )
+    log.load()
+    assert log.recover() == position
+    records, exhausted = Reput(log, [Recorder()]).read(log.max_offset, 1000)
+    assert exhausted and len(records) == 40
+    for record in records:
+        decoded = decode_record(segment, record[1])
+        assert isinstance(decoded, MessageRecord)
+        assert record == (
+            decoded.total_size,
+            decoded.phy_offset,
+            bytes(decoded.topic_bytes),
+            decoded.queue_id,
+            decoded.queue_offset,
+            decoded.sys_flag,
+            decoded.store_timestamp,
+            bytes(decoded.properties_bytes),
+        )
     log.close()
