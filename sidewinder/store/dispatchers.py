@@ -140,6 +140,7 @@ class ConsumeQueueDispatcher:
         return code
 
     def prepare(self, batch: Sequence[DispatchRecord]) -> bool:
+        self._prepared = []
         # Per queue: its queue offsets, and its entries' fields laid flat.
         runs: dict[tuple[bytes, int], tuple[list[int], list[int]]] = {}
         codes = self._tags_codes
