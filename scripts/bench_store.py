@@ -1,12 +1,17 @@
 """Store benchmark: Sidewinder's MessageStore beside raw loops measured in the same run.
 
     .venv/bin/python scripts/bench_store.py [--seconds 5] [--recovery-mib 1024] [--json PATH]
+    .venv/bin/python scripts/bench_store.py --only dispatch [--dispatch-records 200000]
 
 - put, ASYNC_FLUSH: 64 concurrent putters of 1 KiB messages, puts/s and MB/s, against a raw loop
   that copies the same pre-encoded records into an mmap (the ceiling for an in-process append);
 - put, SYNC_FLUSH: the same with group commit, against raw append + fdatasync per 64 records;
 - reads: get_messages of 32 at a time over what was written (messages/s);
-- recovery: CommitLog.recover (CRC checked) over `--recovery-mib` of 1 KiB records, MB/s.
+- recovery: CommitLog.recover (CRC checked) over `--recovery-mib` of 1 KiB records, MB/s;
+- dispatch: reput over `--dispatch-records` records shaped like a Java producer's sends (1 KiB
+  body; UNIQ_KEY, CLUSTER, TAGS, and KEYS on every fourth), into ConsumeQueues only and into
+  ConsumeQueues and the index, in rounds of 4096 and of 64 records: records/s and CPU µs per
+  record (the dispatch thread's cost; CPU time, as this machine is shared).
 
 Ratios are what to read: this machine is noisy, so only figures from the same run compare.
 Everything runs in a temp dir that is removed afterwards.
@@ -35,7 +40,11 @@ from sidewinder.protocol.message import encode_properties
 from sidewinder.protocol.record import Host, MessageToStore, encode_record
 from sidewinder.store.commit_log import CommitLog
 from sidewinder.store.config import StoreConfig
+from sidewinder.store.consume_queue import ConsumeQueueTable
+from sidewinder.store.dispatchers import parse_delay_levels, store_dispatchers
+from sidewinder.store.index_service import IndexService
 from sidewinder.store.message_store import MessageStore, PutStatus
+from sidewinder.store.reput import Reput
 
 HOST = Host(b"\x7f\x00\x00\x01", 10911)
 BODY = 1024
@@ -174,6 +183,78 @@ def recovery(root: Path, mib: int) -> dict[str, float]:
     return {"mb_per_s": end / elapsed / 1e6, "seconds": elapsed, "bytes": end}
 
 
+def producer_like(n: int) -> MessageToStore:
+    """What a Java producer's send becomes: UNIQ_KEY (32 hex), the broker's CLUSTER, TAGS, and
+    KEYS on every fourth message, spread over 4 topics of 8 queues."""
+    props = {"UNIQ_KEY": f"7F0000010C5818B4AAC2{n:012X}", "CLUSTER": "DefaultCluster"}
+    if n % 4 == 0:
+        props["KEYS"] = f"order-{n}"
+    props["TAGS"] = ("TagA", "TagB", "TagC")[n % 3]
+    return MessageToStore(
+        topic=f"BenchTopic{n % 4}".encode(),
+        queue_id=n // 4 % 8,
+        body=bytes(BODY),
+        properties=encode_properties(props, trailing=False),
+        born_host=HOST,
+        store_host=HOST,
+    )
+
+
+# Records per reput round: as many as DISPATCH_BATCH allows (recovery, a backlog), and about
+# what a broker taking ~60k msg/s gathers in one 1 ms dispatch pause.
+DISPATCH_ROUNDS = (4096, 64)
+
+
+def dispatch(root: Path, records: int, attempts: int = 3) -> dict[str, Any]:
+    """Reput of `records` records into fresh queues (and index), in rounds of each size of
+    DISPATCH_ROUNDS: CPU time (the machine is shared; dispatch is one thread), best of 3."""
+    log = CommitLog(
+        root / "commitlog", segment_size=SEGMENT, max_message_size=4 << 20, store_host=HOST
+    )
+    log.load()
+    for n in range(records):
+        log.put(producer_like(n), now_ms=1_700_000_000_000 + n // 100)
+    results: dict[str, Any] = {}
+    for round_size in DISPATCH_ROUNDS:
+        for label, with_index in (("cq", False), ("cq_index", True)):
+            best = float("inf")
+            for attempt in range(attempts):
+                out = root / f"{label}-{attempt}"
+                queues = ConsumeQueueTable(out / "consumequeue", 300_000 * 20)
+                index = IndexService(out / "index", 5_000_000, 20_000_000) if with_index else None
+                if index is not None:
+                    index.load()
+                levels = parse_delay_levels("1s 5s 10s")
+                reput = Reput(log, store_dispatchers(queues, index, levels))
+                started = time.process_time()
+                while reput.offset < log.max_offset:
+                    reput.dispatch_until(log.max_offset, round_size)
+                best = min(best, time.process_time() - started)
+                assert reput.dispatched == records
+                queues.close()
+                if index is not None:
+                    index.close()
+                shutil.rmtree(out)
+            results[f"{label}_{round_size}"] = {
+                "records_per_s": records / best,
+                "us_per_record": best / records * 1e6,
+            }
+    log.close()
+    return results
+
+
+def print_dispatch(d: dict[str, Any], records: int) -> None:
+    print(f"dispatch (reput) of {records:,} producer-like records, CPU time, best of 3")
+    print("| measure | records/s | µs per record |\n|---|---|---|")
+    for size in DISPATCH_ROUNDS:
+        for key, label in (("cq", "ConsumeQueue only"), ("cq_index", "ConsumeQueue + index")):
+            v = d[f"{key}_{size}"]
+            print(
+                f"| {label}, rounds of {size} | {v['records_per_s']:,.0f} "
+                f"| {v['us_per_record']:.2f} |"
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -181,10 +262,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--recovery-mib", type=int, default=256)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--only", choices=["dispatch"], help="run just this benchmark")
+    parser.add_argument("--dispatch-records", type=int, default=200_000)
     args = parser.parse_args(argv)
     configure_logging("WARNING")
     work = Path(tempfile.mkdtemp(prefix="bench-store-"))
     results: dict[str, Any] = {}
+    if args.only == "dispatch":
+        try:
+            results["dispatch"] = dispatch(work, args.dispatch_records)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        print_dispatch(results["dispatch"], args.dispatch_records)
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=1))
+        return 0
     try:
         results["raw_append"] = raw_append(work, args.seconds)
         results["raw_append_sync"] = raw_append(work, args.seconds, sync_every=PUTTERS)
@@ -203,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         results["recovery"] = recovery(work, args.recovery_mib)
+        results["dispatch"] = dispatch(work / "dispatch", args.dispatch_records)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     a, s, raw, raw_sync = (
@@ -237,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         f"| recovery of {r['bytes'] / 2**20:,.0f} MiB | {r['mb_per_s']:,.0f} MB/s "
         f"({r['seconds']:.2f} s) | target 500 MB/s | {r['mb_per_s'] / 500:.1%} |"
     )
+    print_dispatch(results["dispatch"], args.dispatch_records)
     if a["failed"] or s["failed"]:
         print(f"failed puts: async {a['failed']}, sync {s['failed']}")
     if args.json:

@@ -34,7 +34,7 @@ from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.connection import Connection
 from sidewinder.remoting.server import RemotingServer
-from sidewinder.store.dispatch import parse_delay_levels
+from sidewinder.store.dispatchers import parse_delay_levels
 from sidewinder.store.message_store import MessageStore
 
 log = structlog.get_logger(__name__)

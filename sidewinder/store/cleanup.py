@@ -28,8 +28,8 @@ import structlog
 
 from sidewinder.store.commit_log import CommitLog
 from sidewinder.store.config import StoreConfig
+from sidewinder.store.consume_queue import ConsumeQueueTable
 from sidewinder.store.disk_space import DISK_CLEAN_FORCIBLY_RATIO, DiskSpace
-from sidewinder.store.dispatch import ConsumeQueueTable
 from sidewinder.store.index_file import IndexFile
 from sidewinder.store.index_service import IndexService
 from sidewinder.store.mapped_file import MappedFile

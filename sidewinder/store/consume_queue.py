@@ -181,6 +181,37 @@ class ConsumeQueue:
         self.max_phy_offset = phy_offset + size
         return True
 
+    def reserve(self, queue_offset: int, count: int) -> int | None:
+        """Room for `count` entries from `queue_offset` in the last file, allocated
+        (DiskFullError if the disk has none): how many leading ones are there already (a
+        repeated dispatch). None when they need a file made (but a new queue's first),
+        or do not follow the last entry: then `put` them one by one, which makes files and
+        refuses gaps."""
+        at = queue_offset * CQ_ENTRY_SIZE
+        if not self.files.files:
+            if at % self.files.file_size:
+                return None
+            self._first_file_at(at)  # an empty file: nothing readers see
+        last = self.files.files[-1]
+        end = last.file_from_offset + last.wrote_position  # files.max_offset (never pooled)
+        if at > end:
+            return None
+        present = min((end - at) // CQ_ENTRY_SIZE, count)
+        needed = last.wrote_position + (count - present) * CQ_ENTRY_SIZE
+        if needed > last.size:
+            return None
+        if needed > last.allocated_to:
+            last.ensure_allocated(needed + ALLOCATION_STEP)
+        return present
+
+    def write_reserved(self, entries: bytes, max_phy_offset: int) -> None:
+        """Write packed entries after the last one, into room `reserve` made."""
+        last = self.files.files[-1]
+        at = last.wrote_position
+        last.buffer.obj[at : at + len(entries)] = entries  # the mmap: no view made per write
+        last.wrote_position = at + len(entries)
+        self.max_phy_offset = max_phy_offset
+
     def _first_file_at(self, at: int) -> None:
         # A queue whose first entry is not 0 (its head was cleaned up elsewhere) starts in the
         # file holding that entry, padded before it with blank entries, as RocketMQ pads it.
@@ -204,3 +235,38 @@ class ConsumeQueue:
 
     def close(self) -> None:
         self.files.close()
+
+
+class ConsumeQueueTable:
+    """Every (topic, queue) ConsumeQueue under consumequeue/, created on first use."""
+
+    def __init__(self, root: Path, file_size: int) -> None:
+        self.root = root
+        self.file_size = file_size
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+
+    def load(self) -> None:
+        if not self.root.is_dir():
+            return
+        for topic_dir in sorted(self.root.iterdir()):
+            for queue_dir in sorted(topic_dir.iterdir()):
+                if queue_dir.name.isdigit():
+                    queue = self.get(topic_dir.name, int(queue_dir.name))
+                    queue.load()
+                    queue.recover()
+
+    def get(self, topic: str, queue_id: int) -> ConsumeQueue:
+        key = (topic, queue_id)
+        queue = self.queues.get(key)
+        if queue is None:
+            queue = self.queues[key] = ConsumeQueue(self.root, topic, queue_id, self.file_size)
+        return queue
+
+    def flush(self) -> None:
+        for queue in self.queues.values():
+            queue.flush()
+
+    def close(self) -> None:
+        for queue in self.queues.values():
+            queue.close()
+        self.queues.clear()

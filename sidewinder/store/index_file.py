@@ -16,6 +16,8 @@ broker does not take its whole index file (420 MB by default) from the disk at o
 
 from __future__ import annotations
 
+import binascii
+import operator
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,6 +43,71 @@ def index_key_hash(key: str) -> int:
     """abs(hashCode) as Java computes it: abs(Integer.MIN_VALUE) stays negative, hence 0."""
     h = abs(java_string_hash(key))
     return h if h <= 0x7FFFFFFF else 0
+
+
+# 31**k mod 2**32, k ascending: a hash of ASCII bytes is one C-level sum over them, reversed.
+_POWERS_31 = [pow(31, k, 1 << 32) for k in range(1025)]
+_HEX_DIGITS = b"0123456789ABCDEF"
+_U16X8 = struct.Struct(">8H")
+_P4, _P8, _P12, _P16, _P20, _P24, _P28 = (_POWERS_31[k] for k in range(4, 32, 4))
+_TOPICS_CACHED = 65536
+
+
+# For each 16-bit value, the hashCode of its 4 uppercase hex digits (made on first use).
+_HEX_QUADS: list[int] = []
+
+
+def _hex_quad_hashes() -> list[int]:
+    if not _HEX_QUADS:
+        pairs = [_HEX_DIGITS[b >> 4] * 31 + _HEX_DIGITS[b & 15] for b in range(256)]
+        _HEX_QUADS[:] = [high * 961 + low for high in pairs for low in pairs]
+    return _HEX_QUADS
+
+
+def ascii_hash(data: bytes) -> int:
+    """String.hashCode() of ASCII text (its bytes are its UTF-16 units), unsigned; at most
+    1024 bytes. A 32-digit uppercase hex string (a UNIQ_KEY) takes 8 table look-ups."""
+    if len(data) == 32 and data.isupper():
+        try:
+            raw = binascii.unhexlify(data)
+        except binascii.Error:
+            pass
+        else:
+            t = _HEX_QUADS or _hex_quad_hashes()
+            a, b, c, d, e, f, g, h = _U16X8.unpack(raw)
+            return (
+                t[a] * _P28
+                + t[b] * _P24
+                + t[c] * _P20
+                + t[d] * _P16
+                + t[e] * _P12
+                + t[f] * _P8
+                + t[g] * _P4
+                + t[h]
+            ) & 0xFFFFFFFF
+    return sum(map(operator.mul, data[::-1], _POWERS_31)) & 0xFFFFFFFF
+
+
+class TopicKeyHasher:
+    """index_key_hash(index_key(topic, key)) from the topic's and the key's bytes: the hash of
+    `topic#` is kept per topic, so only the key's own bytes are hashed per message."""
+
+    def __init__(self) -> None:
+        self._prefixes: dict[bytes, int] = {}  # topic -> hash of "topic#", -1 if not ASCII
+
+    def key_hash(self, topic: bytes, key: bytes) -> int:
+        prefix = self._prefixes.get(topic)
+        if prefix is None:
+            if len(self._prefixes) >= _TOPICS_CACHED:
+                self._prefixes.clear()
+            prefix = ascii_hash(topic + b"#") if topic.isascii() and len(topic) < 1024 else -1
+            self._prefixes[topic] = prefix
+        if prefix < 0 or len(key) > 1024 or not key.isascii():
+            text = key.decode("utf-8", "surrogateescape")
+            return index_key_hash(index_key(topic.decode("utf-8", "surrogateescape"), text))
+        h = (prefix * _POWERS_31[len(key)] + ascii_hash(key)) & 0xFFFFFFFF
+        # abs() of the signed int; abs(Integer.MIN_VALUE) stays negative, hence 0.
+        return h if h < 0x80000000 else (0x100000000 - h) & 0x7FFFFFFF
 
 
 def index_file_size(hash_slot_num: int, max_index_num: int) -> int:
@@ -186,36 +253,47 @@ class IndexFile:
         """Add one key; False when the file is full."""
         if self.is_full:
             return False
-        entry_at = (
-            INDEX_HEADER_SIZE
-            + self.view.hash_slot_num * HASH_SLOT_SIZE
-            + self.index_count * INDEX_ENTRY_SIZE
-        )
-        if entry_at + INDEX_ENTRY_SIZE > self.file.allocated_to:
+        entry_end = self._slots_end + (self.index_count + 1) * INDEX_ENTRY_SIZE
+        if entry_end > self.file.allocated_to:
             # Before any write of this key: DiskFullError leaves the file as it was.
-            self.file.ensure_allocated(entry_at + INDEX_ENTRY_SIZE + ALLOCATION_STEP)
-        key_hash = index_key_hash(key)
-        slot_at = INDEX_HEADER_SIZE + (key_hash % self.view.hash_slot_num) * HASH_SLOT_SIZE
-        (previous,) = _SLOT.unpack_from(self.file.buffer, slot_at)
-        # Only entries below index_count exist; a slot naming another is stale (a crash).
-        if previous <= 0 or previous >= self.index_count:
-            previous = 0
-        if self.begin_timestamp <= 0:
-            time_diff = 0
-        else:
-            time_diff = min(max((store_timestamp - self.begin_timestamp) // 1000, 0), 0x7FFFFFFF)
-        INDEX_ENTRY.pack_into(self.file.buffer, entry_at, key_hash, phy_offset, time_diff, previous)
-        _SLOT.pack_into(self.file.buffer, slot_at, self.index_count)
-        if self.index_count <= 1:
-            self.begin_phy_offset, self.begin_timestamp = phy_offset, store_timestamp
-        if previous == 0:
-            self.hash_slot_count += 1
-        self.index_count += 1
-        self.end_phy_offset, self.end_timestamp = phy_offset, store_timestamp
-        # Every key, as RocketMQ does: a crash must not leave slots pointing past the header's
-        # count, where the entries they name would be overwritten.
-        self._write_header()
+            self.file.ensure_allocated(entry_end + ALLOCATION_STEP)
+        self.put_hashed([index_key_hash(key), phy_offset, store_timestamp])
         return True
+
+    def put_hashed(self, entries: list[int]) -> None:
+        """Add keys already hashed: (key hash, phy offset, store timestamp) laid flat. The
+        caller saw that they fit and reserved their room (IndexService.writable_for)."""
+        buffer = self.file.buffer
+        slots = self.view.hash_slot_num
+        entries_at = self._slots_end
+        count, slot_count = self.index_count, self.hash_slot_count
+        begin_ts, begin_phy = self.begin_timestamp, self.begin_phy_offset
+        phy = ts = 0
+        unpack_slot, pack_slot = _SLOT.unpack_from, _SLOT.pack_into
+        pack_entry, pack_header = INDEX_ENTRY.pack_into, INDEX_HEADER.pack_into
+        flat = iter(entries)
+        for key_hash, phy, ts in zip(flat, flat, flat, strict=True):
+            slot_at = INDEX_HEADER_SIZE + key_hash % slots * HASH_SLOT_SIZE
+            (previous,) = unpack_slot(buffer, slot_at)
+            # Only entries below the count exist; a slot naming another is stale (a crash).
+            if previous <= 0 or previous >= count:
+                previous = 0
+                slot_count += 1
+            time_diff = 0 if begin_ts <= 0 else min(max((ts - begin_ts) // 1000, 0), 0x7FFFFFFF)
+            pack_entry(
+                buffer, entries_at + count * INDEX_ENTRY_SIZE, key_hash, phy, time_diff, previous
+            )
+            pack_slot(buffer, slot_at, count)
+            if count <= 1:
+                begin_phy, begin_ts = phy, ts
+            count += 1
+            # The header after every key, as RocketMQ does: a crash must not leave slots
+            # pointing past the header's count, where the entries they name would be rewritten.
+            pack_header(buffer, 0, begin_ts, ts, begin_phy, phy, slot_count, count)
+        if count != self.index_count:
+            self.index_count, self.hash_slot_count = count, slot_count
+            self.begin_timestamp, self.begin_phy_offset = begin_ts, begin_phy
+            self.end_phy_offset, self.end_timestamp = phy, ts
 
     def _write_header(self) -> None:
         INDEX_HEADER.pack_into(

@@ -89,6 +89,19 @@ class IndexService:
             target = current if n < room or following is None else following
             target.put_key(index_key(topic, key), phy_offset, store_timestamp)
 
+    def repeated_to(self) -> int:
+        """Messages at or below this offset are indexed already (-1: none is)."""
+        return self.end_phy_offset if self._indexed_anything() else -1
+
+    def writable_for(self, keys: int) -> IndexFile | None:
+        """The file the next `keys` keys go to, their room allocated (DiskFullError if the
+        disk has none); None when they do not all fit in it (build_index rolls, key by key)."""
+        current = self._writable()
+        if current.max_index_num - current.index_count < keys:
+            return None
+        current.reserve(keys)
+        return current
+
     def _indexed_anything(self) -> bool:
         return len(self.files) > 1 or bool(self.files and self.files[0].index_count > 1)
 

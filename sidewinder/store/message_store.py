@@ -30,9 +30,9 @@ from sidewinder.store.checkpoint import StoreCheckpoint
 from sidewinder.store.cleanup import Cleanup
 from sidewinder.store.commit_log import AppendResult, AppendStatus, CommitLog
 from sidewinder.store.config import BrokerRole, FlushDiskType, StoreConfig
-from sidewinder.store.consume_queue import CQ_ENTRY_SIZE, CQEntry
+from sidewinder.store.consume_queue import CQ_ENTRY_SIZE, ConsumeQueueTable, CQEntry
 from sidewinder.store.disk_space import ALLOCATION_RETRY_S, DiskSpace
-from sidewinder.store.dispatch import ConsumeQueueTable, Dispatcher, parse_delay_levels
+from sidewinder.store.dispatchers import parse_delay_levels, store_dispatchers
 from sidewinder.store.flush import FlushError, GroupCommit, PeriodicFlush
 from sidewinder.store.index_service import IndexService
 from sidewinder.store.mapped_file import DiskFullError
@@ -142,7 +142,7 @@ class MessageStore:
             if config.message_index_enable
             else None
         )
-        self.dispatcher = Dispatcher(
+        self.dispatchers = store_dispatchers(
             self.queues, self.index, parse_delay_levels(config.message_delay_level)
         )
         self.checkpoint = StoreCheckpoint(root / "checkpoint")
@@ -188,7 +188,7 @@ class MessageStore:
             thorough_interval_ms=config.commit_commit_log_thorough_interval,
             after=self._dispatch_wakeup.set,
         )
-        self.reput = Reput(self.commit_log, self.dispatcher)
+        self.reput = Reput(self.commit_log, self.dispatchers)
         self._queues_flushed_at = 0  # Reput.dispatched when the queues were last flushed
         self._checkpointed_physic = 0  # the CommitLog stamp the checkpoint file last got
         self.queue_flush = PeriodicFlush(

@@ -19,7 +19,7 @@ import structlog
 
 from sidewinder.store.checkpoint import StoreCheckpoint
 from sidewinder.store.commit_log import CommitLog
-from sidewinder.store.dispatch import ConsumeQueueTable
+from sidewinder.store.consume_queue import ConsumeQueueTable
 from sidewinder.store.index_service import IndexService
 from sidewinder.store.reput import Reput
 

@@ -5,9 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from sidewinder.store.consume_queue import ConsumeQueue, ConsumeQueueGapError
-from sidewinder.store.index_file import INDEX_HEADER, IndexFile, IndexFileView
+from sidewinder.protocol.message import decode_properties, encode_properties
+from sidewinder.store.consume_queue import ConsumeQueue, ConsumeQueueGapError, read_queue
+from sidewinder.store.dispatchers import last_property, pack_entries
+from sidewinder.store.index_file import (
+    INDEX_HEADER,
+    IndexFile,
+    IndexFileView,
+    TopicKeyHasher,
+    index_key,
+    index_key_hash,
+)
 from sidewinder.store.index_service import IndexService
 
 FILE = 5 * 20  # five entries per file
@@ -90,3 +101,56 @@ def test_a_slot_past_a_stale_header_count_never_makes_a_chain_loop(tmp_path: Pat
     assert [e.phy_offset for e in entries] == [2000]  # entry 3, with no loop back to itself
     assert entries[0].prev_index == 0
     again.close()
+
+
+_HEX_KEYS = st.text("0123456789ABCDEF", min_size=32, max_size=32).map(str.encode)
+_KEY_BYTES = st.binary(max_size=40) | _HEX_KEYS | st.text(max_size=1100).map(str.encode)
+
+
+@given(st.binary(max_size=30) | st.text(max_size=20).map(str.encode), _KEY_BYTES)
+def test_keys_hashed_from_bytes_as_from_the_decoded_index_key(topic: bytes, key: bytes) -> None:
+    expected = index_key_hash(
+        index_key(topic.decode(errors="surrogateescape"), key.decode(errors="surrogateescape"))
+    )
+    hasher = TopicKeyHasher()
+    assert hasher.key_hash(topic, key) == expected
+    assert hasher.key_hash(topic, key) == expected  # the topic's cached prefix
+
+
+def test_a_key_whose_hash_is_integer_min_value_hashes_to_zero() -> None:
+    assert index_key_hash("T#ajvakuzm") == 0  # "T#ajvakuzm".hashCode() == Integer.MIN_VALUE
+    assert TopicKeyHasher().key_hash(b"T", b"ajvakuzm") == 0
+
+
+@given(st.dictionaries(st.text("TAGSKEYUNIQ_x", min_size=1, max_size=8), st.text(max_size=8)))
+def test_last_property_reads_what_the_full_decoder_reads(properties: dict[str, str]) -> None:
+    raw = encode_properties(properties, trailing=False)
+    for name in ("TAGS", "KEYS", "UNIQ_KEY"):
+        value = decode_properties(raw).get(name)
+        found = last_property(raw, name.encode() + b"\x01")
+        assert found == (None if value is None else value.encode())
+
+
+def test_last_property_takes_the_last_of_a_repeated_name_and_skips_longer_names() -> None:
+    assert last_property(b"TAGS\x01a\x02TAGS\x01b", b"TAGS\x01") == b"b"
+    assert last_property(b"TAGS\x01a\x02MYTAGS\x01b", b"TAGS\x01") == b"a"
+    assert last_property(b"k\x01TAGS\x01b", b"TAGS\x01") is None  # inside a value
+    assert last_property(b"KEYS\x01x", b"TAGS\x01") is None
+
+
+def test_reserved_entries_skip_those_written_and_leave_file_ends_to_put(tmp_path: Path) -> None:
+    cq = queue(tmp_path)
+    assert cq.reserve(0, 3) == 0  # a new queue's first file is made
+    cq.write_reserved(pack_entries([100, 10, 7, 110, 10, 7, 120, 10, 7]), 130)
+    assert cq.reserve(1, 3) == 2  # a repeat of entries 1 and 2, then one new
+    cq.write_reserved(pack_entries([130, 10, 7]), 140)
+    assert cq.reserve(9, 1) is None  # a gap: put refuses it
+    assert cq.reserve(4, 2) is None  # runs past the file's end: put makes the next file
+    assert cq.max_offset == 4 and cq.max_phy_offset == 140
+    assert [(e.phy_offset, e.size) for e in read_queue(tmp_path / "T" / "3")] == [
+        (100, 10),
+        (110, 10),
+        (120, 10),
+        (130, 10),
+    ]
+    cq.close()

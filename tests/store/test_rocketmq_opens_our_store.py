@@ -20,8 +20,10 @@ from sidewinder.protocol.message import encode_properties
 from sidewinder.protocol.record import Host, MessageToStore
 from sidewinder.store.commit_log import AppendStatus, CommitLog
 from sidewinder.store.config import StoreConfig
-from sidewinder.store.dispatch import ConsumeQueueTable, Dispatcher, parse_delay_levels
+from sidewinder.store.consume_queue import ConsumeQueueTable
+from sidewinder.store.dispatchers import parse_delay_levels, store_dispatchers
 from sidewinder.store.index_service import IndexService
+from sidewinder.store.reput import Reput
 from sidewinder.store.verify import verify_store
 from tests.interop.scenarios import consume
 
@@ -130,11 +132,9 @@ def dispatch_ourselves(root: Path) -> None:
     queues = ConsumeQueueTable(root / "consumequeue", CQ_FILE_SIZE)
     index = IndexService(root / "index", SMALL_INDEX["maxHashSlotNum"], SMALL_INDEX["maxIndexNum"])
     index.load()
-    dispatcher = Dispatcher(queues, index, parse_delay_levels(StoreConfig().message_delay_level))
-    for scanned in log.scan():
-        dispatcher.dispatch(scanned)
-    for scanned in log.scan():  # a second pass changes nothing
-        dispatcher.dispatch(scanned)
+    levels = parse_delay_levels(StoreConfig().message_delay_level)
+    for _ in range(2):  # a second pass changes nothing
+        Reput(log, store_dispatchers(queues, index, levels)).dispatch_all()
     queues.flush()
     index.flush()
     queues.close()
