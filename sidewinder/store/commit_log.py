@@ -28,7 +28,6 @@ from sidewinder.protocol.record import (
     MessageSysFlag,
     MessageToStore,
     RecordError,
-    ScannedRecord,
     decode_record,
     encode_blank,
     encode_record,
@@ -368,21 +367,6 @@ class CommitLog:
                     break
                 yield record
                 position += record.total_size
-
-    def scan(self, from_offset: int = 0) -> Iterator[ScannedRecord]:
-        """What dispatch needs of every message from `from_offset` (a record start), in order."""
-        for segment in self.files.files:  # a snapshot: cleanup replaces the list
-            if segment.file_from_offset + segment.size <= from_offset:
-                continue
-            position = max(from_offset - segment.file_from_offset, 0)
-            readable = segment.read_position
-            written = segment.buffer[:readable]
-            while position < readable:
-                scanned = scan_record(written, position, check_crc=False)
-                if scanned is None or isinstance(scanned, int):
-                    break
-                yield scanned
-                position += scanned[0]
 
     # -- lifecycle ------------------------------------------------------------------------------
     def load(self) -> None:
