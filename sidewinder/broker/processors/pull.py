@@ -232,7 +232,7 @@ class PullProcessor:
         ext = PullMessageResponseHeader(
             0, got.next_begin_offset, got.min_offset, got.max_offset
         ).to_ext()
-        body = b"".join(got.messages) if got.messages else None
+        body = got.body() if got.message_count else None
         return request.reply(
             code,
             None if code == ResponseCode.SUCCESS else got.status.name,
