@@ -145,7 +145,7 @@ async def store_reads(store: MessageStore, seconds: float) -> float:
     queue, offset = 0, 0
     while time.perf_counter() < deadline:
         got = store.get_messages("Bench", queue, offset, 32)
-        read += got.message_count
+        read += len(got.messages)
         offset = got.next_begin_offset
         if offset >= got.max_offset:
             queue, offset = (queue + 1) % 8, 0

@@ -553,7 +553,7 @@ class MessageStore:
                 tags_codes,
                 record_filter,
             )
-        self.stats.record_get(result.message_count, (time.perf_counter() - started) * 1000)
+        self.stats.record_get(len(result.messages), (time.perf_counter() - started) * 1000)
         return result
 
     def record_bytes(self, phy_offset: int, size: int) -> memoryview | None:

@@ -1,4 +1,4 @@
-"""get_message reads a run of entries in one slice and joins the records it points at; what it
+"""get_message reads a run of entries in one slice and cuts out the records it points at; what it
 returns must be what the entry-by-entry reading it replaced returned (kept here as the oracle),
 for any layout: records across CommitLog segments, queue files ending mid-scan, blank entries,
 tags and SQL92-style filters, byte and count limits, messages cleaned up under the reader."""
@@ -80,7 +80,6 @@ def oracle(
 
 def observed(got: GetResult) -> tuple[GetStatus, int, int, int, list[bytes]]:
     messages = [bytes(m) for m in got.messages]
-    assert got.message_count == len(messages)
     assert got.buffer_total_size == sum(map(len, messages))
     assert got.body() == b"".join(messages)
     return got.status, got.next_begin_offset, got.min_offset, got.max_offset, messages
@@ -98,12 +97,15 @@ def layouts(draw: st.DrawFn) -> dict[str, object]:
         "entries_per_file": draw(st.sampled_from([5, 8, 1000])),
         "removed_at": draw(st.none() | st.integers(0, 60)),  # an entry past the CommitLog
         "min_logic_offset": draw(st.integers(0, 4)),
+        "segment": draw(st.sampled_from([SEGMENT, 16 * SEGMENT])),  # runs within one, or not
     }
 
 
 def build(root: Path, layout: dict[str, object]) -> tuple[CommitLog, ConsumeQueue]:
+    segment = layout["segment"]
+    assert isinstance(segment, int)
     log = CommitLog(
-        root / "commitlog", segment_size=SEGMENT, max_message_size=2048, store_host=HOST
+        root / "commitlog", segment_size=segment, max_message_size=2048, store_host=HOST
     )
     queue = ConsumeQueue(root / "cq", "T", 0, 20 * layout["entries_per_file"])  # type: ignore[operator]
     at = layout["first_offset"]
@@ -179,7 +181,6 @@ def test_a_batch_spanning_two_segments_is_every_record_in_queue_order(tmp_path: 
     assert phys[-1] // SEGMENT == 1 and phys[0] // SEGMENT == 0
     got = get_message(queue, log.files, 0, 32, GetLimits(256 * 1024, 32))
     assert got.status is GetStatus.FOUND and got.next_begin_offset == 12
-    assert len(got.parts) == 2  # one slice per segment: records back to back are not cut
     assert [decode_record(m).body for m in got.messages] == bodies  # type: ignore[union-attr]
     queue.close()
     log.close()
@@ -197,12 +198,16 @@ def test_a_pull_limited_by_bytes_stops_before_the_record_that_would_overflow(
         queue.put(n, put.phy_offset, put.size, 0)
     size = put.size
     got = get_message(queue, log.files, 2, 32, GetLimits(3 * size + size // 2, 32))
-    assert (got.message_count, got.next_begin_offset) == (3, 5)
+    assert (len(got.messages), got.next_begin_offset) == (3, 5)
     assert got.buffer_total_size == 3 * size
+    all_but_one = get_message(queue, log.files, 2, 32, GetLimits(8 * size - 1, 32))
+    assert (len(all_but_one.messages), all_but_one.next_begin_offset) == (7, 9)
+    every = get_message(queue, log.files, 2, 32, GetLimits(8 * size, 32))
+    assert (len(every.messages), every.next_begin_offset) == (8, 10)
     exact = get_message(queue, log.files, 2, 32, GetLimits(3 * size, 32))
-    assert (exact.message_count, exact.next_begin_offset) == (3, 5)  # a record may just fit
+    assert (len(exact.messages), exact.next_begin_offset) == (3, 5)  # a record may just fit
     # The first record goes whatever the limit.
     one = get_message(queue, log.files, 0, 32, GetLimits(1, 32))
-    assert (one.message_count, one.next_begin_offset) == (1, 1)
+    assert (len(one.messages), one.next_begin_offset) == (1, 1)
     queue.close()
     log.close()

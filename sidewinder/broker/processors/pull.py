@@ -233,7 +233,7 @@ class PullProcessor:
         ext = PullMessageResponseHeader(
             0, got.next_begin_offset, got.min_offset, got.max_offset
         ).to_ext()
-        body = got.body() if got.message_count else None
+        body = got.body() if got.messages else None
         reply = request.reply(
             code,
             None if code == ResponseCode.SUCCESS else got.status.name,
