@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import collections
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -112,9 +113,11 @@ def main(argv: list[str] | None = None) -> int:
         if spy is not None:
             stop_spy(spy)
         side.stop()
-    raws = sorted(root.glob("py-spy-*.txt"))
-    if raws:
-        own, inclusive = top_functions("\n".join(p.read_text() for p in raws), args.top)
+        collapsed = "\n".join(p.read_text() for p in sorted(root.glob("py-spy-*.txt")))
+        # The stores take gigabytes (1 GiB CommitLog files): a run must not leave them behind.
+        shutil.rmtree(root, ignore_errors=True)
+    if collapsed:
+        own, inclusive = top_functions(collapsed, args.top)
         print("\nown time:")
         for name, share in own:
             print(f"  {share:5.1f}%  {name}")
