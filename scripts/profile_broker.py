@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import collections
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,6 +57,22 @@ def top_functions(raw: str, limit: int) -> tuple[list[tuple[str, float]], list[t
     return shares(own), shares(inclusive)
 
 
+def start_spy(py_spy: Path, pid: int, raw: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            *(str(py_spy), "record", "--pid", str(pid), "--threads"),
+            *("--nonblocking", "--format", "raw", "--rate", "250", "-o", str(raw)),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def stop_spy(spy: subprocess.Popen[bytes]) -> None:
+    spy.send_signal(2)  # py-spy writes its file on SIGINT
+    spy.wait(30)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--row", choices=[r.key for r in bb.ROWS], default="produce")
@@ -70,23 +87,19 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="profile-broker-"))
     side = bb.start_side(args.side, row.flush, root)
     spy: subprocess.Popen[bytes] | None = None
-    raw = root / "py-spy.txt"
     try:
         feeder = next((r for r in bb.ROWS if r.topic == row.topic and r.kind == "produce"), row)
         passes = 1 + args.slices
         for pass_no in range(passes):
             if row.kind == "pull" and feeder is not row:
                 bb.run_slice(side, feeder, plan, pass_no)  # something to pull
-            if pass_no == 1 and args.py_spy is not None:
-                spy = subprocess.Popen(
-                    [
-                        *(str(args.py_spy), "record", "--pid", str(side.broker_pid), "--threads"),
-                        *("--nonblocking", "--format", "raw", "--rate", "250", "-o", str(raw)),
-                    ],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
+            if pass_no >= 1 and args.py_spy is not None:
+                # Only around the measured row: a pull row's feeding produce stays out of it.
+                spy = start_spy(args.py_spy, side.broker_pid, root / f"py-spy-{pass_no}.txt")
             done = bb.run_slice(side, row, plan, pass_no)
+            if spy is not None:
+                stop_spy(spy)
+                spy = None
             cpu_us = 1e6 * done.broker_cpu_s / done.messages if done.messages else 0.0
             p50 = f"{done.p50_ms:.2f}" if done.p50_ms is not None else "-"
             print(
@@ -98,11 +111,13 @@ def main(argv: list[str] | None = None) -> int:
             )
     finally:
         if spy is not None:
-            spy.send_signal(2)
-            spy.wait(30)
+            stop_spy(spy)
         side.stop()
-    if spy is not None and raw.exists():
-        own, inclusive = top_functions(raw.read_text(), args.top)
+        collapsed = "\n".join(p.read_text() for p in sorted(root.glob("py-spy-*.txt")))
+        # The stores take gigabytes (1 GiB CommitLog files): a run must not leave them behind.
+        shutil.rmtree(root, ignore_errors=True)
+    if collapsed:
+        own, inclusive = top_functions(collapsed, args.top)
         print("\nown time:")
         for name, share in own:
             print(f"  {share:5.1f}%  {name}")

@@ -37,6 +37,9 @@ class RemotingCommand:
     ext_fields: dict[str, str] | None = None
     body: bytes | bytearray | memoryview | None = field(default=None, compare=False)
     serialize_type: SerializeType = field(default=SerializeType.JSON, compare=False)
+    # The header already encoded in `serialize_type`, by a maker of hot replies (a pull's):
+    # the codec sends it as is. It must say what the fields above say.
+    encoded_header: bytes | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def request(

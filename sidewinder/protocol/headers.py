@@ -92,6 +92,20 @@ class CommandHeader:
         return out
 
 
+_INT32_MAX, _INT64_MAX = (1 << 31) - 1, (1 << 63) - 1
+
+
+def _plain_int(raw: str | None, high: int) -> int | None:
+    """ASCII digits, perhaps after a minus, within [-high - 1, high]; None for anything else
+    (which the generic parse judges)."""
+    if raw is None or not raw.isascii():
+        return None
+    if not (raw.isdigit() or (raw[:1] == "-" and raw[1:].isdigit())):
+        return None
+    value = int(raw)
+    return value if -high - 1 <= value <= high else None
+
+
 def _parse(spec: _Spec, raw: str) -> Any:
     if spec.kind is str:
         return raw
@@ -165,6 +179,50 @@ class PullMessageRequestHeader(CommandHeader):
     sub_version: int = wire("subVersion", required=True, long=True)
     subscription: str | None = wire("subscription")
     expression_type: str | None = wire("expressionType")
+
+    @classmethod
+    def from_ext(cls, ext: dict[str, str] | None, *, names: dict[str, str] | None = None) -> Self:
+        """Every pull parses this: the fields read by name, plain numbers converted at once;
+        anything else (a missing field, a sign, a number out of range) takes the generic
+        parse, which accepts or refuses it by the same rules and names the field."""
+        # super() by name: the zero-argument form fails in a slots dataclass (Python 3.11).
+        generic = super(PullMessageRequestHeader, cls).from_ext
+        if ext is None or names is not None:
+            return generic(ext, names=names)
+        get = ext.get
+        group, topic = get("consumerGroup"), get("topic")
+        queue_id = _plain_int(get("queueId"), _INT32_MAX)
+        queue_offset = _plain_int(get("queueOffset"), _INT64_MAX)
+        max_msg_nums = _plain_int(get("maxMsgNums"), _INT32_MAX)
+        sys_flag = _plain_int(get("sysFlag"), _INT32_MAX)
+        commit_offset = _plain_int(get("commitOffset"), _INT64_MAX)
+        suspend = _plain_int(get("suspendTimeoutMillis"), _INT64_MAX)
+        sub_version = _plain_int(get("subVersion"), _INT64_MAX)
+        if (
+            group is None
+            or topic is None
+            or queue_id is None
+            or queue_offset is None
+            or max_msg_nums is None
+            or sys_flag is None
+            or commit_offset is None
+            or suspend is None
+            or sub_version is None
+        ):
+            return generic(ext)
+        return cls(
+            group,
+            topic,
+            queue_id,
+            queue_offset,
+            max_msg_nums,
+            sys_flag,
+            commit_offset,
+            suspend,
+            sub_version,
+            get("subscription"),
+            get("expressionType"),
+        )
 
 
 @dataclass(slots=True)

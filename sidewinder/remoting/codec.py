@@ -280,7 +280,7 @@ _DECODERS = {
 # -- frames -------------------------------------------------------------------------------------
 def encode_command(command: RemotingCommand) -> list[bytes | bytearray | memoryview]:
     """The frame as pieces for `transport.writelines` (the body is not copied)."""
-    header = _ENCODERS[command.serialize_type](command)
+    header = command.encoded_header or _ENCODERS[command.serialize_type](command)
     if len(header) >= 1 << 24:
         raise FrameError(f"a header of {len(header)} bytes does not fit 24 bits")
     body = command.body

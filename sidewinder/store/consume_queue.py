@@ -230,6 +230,18 @@ class ConsumeQueue:
         phy, size, tags = CQ_ENTRY.unpack_from(segment.buffer, at - segment.file_from_offset)
         return CQEntry(queue_offset, phy, size, tags)
 
+    def entries(self, queue_offset: int, stop: int) -> memoryview:
+        """The entries from `queue_offset` up to `stop` as one view of the mapped file, for
+        `CQ_ENTRY.iter_unpack`: cut short at the end of the file holding `queue_offset` and at
+        the end of what is written (empty when that file is gone or holds nothing there)."""
+        at = queue_offset * CQ_ENTRY_SIZE
+        segment = self.files.find(at)
+        if segment is None:
+            return memoryview(b"")
+        base = segment.file_from_offset
+        end = min(stop * CQ_ENTRY_SIZE, segment.end_offset)
+        return segment.buffer[at - base : end - base]
+
     def flush(self) -> int:
         return self.files.flush()
 

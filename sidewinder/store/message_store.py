@@ -19,7 +19,7 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
 import structlog
@@ -30,10 +30,11 @@ from sidewinder.store.checkpoint import StoreCheckpoint
 from sidewinder.store.cleanup import Cleanup
 from sidewinder.store.commit_log import AppendResult, AppendStatus, CommitLog
 from sidewinder.store.config import BrokerRole, FlushDiskType, StoreConfig
-from sidewinder.store.consume_queue import CQ_ENTRY_SIZE, ConsumeQueueTable, CQEntry
+from sidewinder.store.consume_queue import CQ_ENTRY_SIZE, ConsumeQueueTable
 from sidewinder.store.disk_space import ALLOCATION_RETRY_S, DiskSpace
 from sidewinder.store.dispatchers import parse_delay_levels, store_dispatchers
 from sidewinder.store.flush import FlushError, GroupCommit, PeriodicFlush
+from sidewinder.store.get_message import GetLimits, GetResult, GetStatus, get_message
 from sidewinder.store.index_service import IndexService
 from sidewinder.store.mapped_file import DiskFullError
 from sidewinder.store.recovery import RecoveryReport, recover
@@ -72,30 +73,6 @@ class AppendedMany:
     queue_offsets: list[int]
     end_offset: int = 0  # where the last appended record ends in the CommitLog
     remark: str = ""
-
-
-class GetStatus(Enum):
-    FOUND = "FOUND"
-    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
-    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
-    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
-    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
-    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
-    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
-    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
-
-
-@dataclass(slots=True)
-class GetResult:
-    status: GetStatus
-    next_begin_offset: int
-    min_offset: int = 0
-    max_offset: int = 0
-    messages: list[memoryview] = field(default_factory=list)  # whole records, mapped memory
-
-    @property
-    def buffer_total_size(self) -> int:
-        return sum(len(m) for m in self.messages)
 
 
 ArrivalListener = Callable[[str, int, int], None]  # topic, queue id, new max queue offset
@@ -607,79 +584,30 @@ class MessageStore:
         tags_codes: frozenset[int] | None = None,
         record_filter: Callable[[memoryview], bool] | None = None,
     ) -> GetResult:
-        """Up to `max_count` whole records from queue offset `offset` (RocketMQ's getMessage).
+        """Up to `max_count` whole records from queue offset `offset` (RocketMQ's getMessage,
+        see get_message.py).
 
         `tags_codes` filters by the ConsumeQueue's tags hash; `record_filter`, when given, is
         asked about each record that passes (SQL92 filters read its properties)."""
         started = time.perf_counter()
-        result = self._get(topic, queue_id, offset, max_count, tags_codes, record_filter)
-        self.stats.record_get(len(result.messages), (time.perf_counter() - started) * 1000)
-        return result
-
-    def _get(
-        self,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_count: int,
-        tags_codes: frozenset[int] | None,
-        record_filter: Callable[[memoryview], bool] | None = None,
-    ) -> GetResult:
         queue = self.queues.queues.get((topic, queue_id))
         if queue is None:
-            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0)
-        low, high = queue.min_offset, queue.max_offset
-        if high == 0:
-            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, low, high)
-        if offset < low:
-            return GetResult(GetStatus.OFFSET_TOO_SMALL, low, low, high)
-        if offset == high:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, low, high)
-        if offset > high:
-            # RocketMQ 4.9.7 sends a consumer past the end back to the end (observed with the
-            # reference bench: offset 50 of a 3-message queue answers nextBeginOffset 3).
-            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, high, low, high)
-        result = GetResult(GetStatus.NO_MATCHED_MESSAGE, offset, low, high)
-        budget = self.config.max_transfer_bytes_on_message_in_memory
-        max_count = min(max_count, self.config.max_transfer_count_on_message_in_memory)
-        # RocketMQ scans at most max(16000 bytes, maxMsgNums entries) of the queue per call, and
-        # never past the end of the queue file holding `offset`.
-        per_file = queue.files.file_size // CQ_ENTRY_SIZE
-        stop = min(
-            high,
-            offset + max(16000 // CQ_ENTRY_SIZE, max_count),
-            (offset // per_file + 1) * per_file,
-        )
-        scanned = offset
-        total = 0
-        while scanned < stop and len(result.messages) < max_count:
-            entry = queue.entry(scanned)
-            if entry is None:
-                break
-            if not entry.is_blank and (tags_codes is None or entry.tags_code in tags_codes):
-                view = self._record_view(entry)
-                if view is None:
-                    result.status = GetStatus.MESSAGE_WAS_REMOVING
-                    break
-                if record_filter is not None and not record_filter(view):
-                    scanned += 1
-                    continue
-                if result.messages and total + len(view) > budget:
-                    break
-                result.messages.append(view)
-                total += len(view)
-            scanned += 1
-        result.next_begin_offset = scanned
-        if result.messages:
-            result.status = GetStatus.FOUND
+            result = GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0)
+        else:
+            result = get_message(
+                queue,
+                self.commit_log.files,
+                offset,
+                max_count,
+                GetLimits(
+                    self.config.max_transfer_bytes_on_message_in_memory,
+                    self.config.max_transfer_count_on_message_in_memory,
+                ),
+                tags_codes,
+                record_filter,
+            )
+        self.stats.record_get(len(result.messages), (time.perf_counter() - started) * 1000)
         return result
-
-    def _record_view(self, entry: CQEntry) -> memoryview | None:
-        segment = self.commit_log.files.find(entry.phy_offset)
-        if segment is None:
-            return None
-        start = entry.phy_offset - segment.file_from_offset
-        return segment.buffer[start : start + entry.size]
 
     def record_bytes(self, phy_offset: int, size: int) -> memoryview | None:
         """The stored record at `phy_offset` as a view of mapped memory (for replies)."""

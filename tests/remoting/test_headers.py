@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sidewinder.protocol.headers import (
     SEND_V2_NAMES,
+    CommandHeader,
     HeaderError,
     PullMessageRequestHeader,
     SendMessageRequestHeader,
@@ -59,3 +64,61 @@ def test_long_fields_take_64_bits_and_bools_write_as_text() -> None:
         "queueOffset": str(1 << 62),
     }
     assert SendMessageResponseHeader.from_ext(reply.to_ext()) == reply
+
+
+PULL_FIELDS = (
+    "consumerGroup",
+    "topic",
+    "queueId",
+    "queueOffset",
+    "maxMsgNums",
+    "sysFlag",
+    "commitOffset",
+    "suspendTimeoutMillis",
+    "subVersion",
+    "subscription",
+    "expressionType",
+)
+LIMITS = [1 << 31, (1 << 31) - 1, -(1 << 31), -(1 << 31) - 1, 1 << 63, (1 << 63) - 1, -(1 << 63)]
+ODD = [
+    "0",
+    "7",
+    "-1",
+    "+5",
+    "007",
+    "",
+    "-",
+    "--5",
+    "1.5",
+    " 3",
+    "\u0663",
+    "\u00b2",
+    "x",
+    "2_0",
+    "-0",
+]
+NUMBERS = st.sampled_from(ODD + [str(n) for n in LIMITS])
+
+
+def _outcome(parse: Callable[[], PullMessageRequestHeader]) -> object:
+    try:
+        return parse()
+    except HeaderError as exc:
+        return str(exc)
+
+
+@given(
+    st.sampled_from(PULL_FIELDS),
+    NUMBERS | st.text(max_size=4),
+    st.dictionaries(st.sampled_from(PULL_FIELDS), NUMBERS | st.text(max_size=4), max_size=3),
+)
+def test_the_pull_headers_own_parse_agrees_with_the_generic_one(
+    field: str, value: str, others: dict[str, str]
+) -> None:
+    generic = CommandHeader.from_ext.__func__  # type: ignore[attr-defined]
+    valid = {f: "1" for f in PULL_FIELDS}
+    without = {f: v for f, v in valid.items() if f != field}
+    for fields in ({**valid, field: value}, without, {**valid, **others}, others):
+        assert _outcome(lambda f=fields: PullMessageRequestHeader.from_ext(f)) == _outcome(
+            lambda f=fields: generic(PullMessageRequestHeader, f)
+        )

@@ -23,6 +23,7 @@ from sidewinder.protocol.headers import PullMessageRequestHeader, PullMessageRes
 from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.protocol.subscription import parse_tag_expression
 from sidewinder.remoting.dispatch import RequestContext
+from sidewinder.remoting.reply_template import pull_reply_header
 from sidewinder.store.message_store import GetResult, GetStatus, MessageStore
 
 FLAG_COMMIT_OFFSET, FLAG_SUSPEND, FLAG_SUBSCRIPTION = 0x1, 0x2, 0x4
@@ -232,13 +233,17 @@ class PullProcessor:
         ext = PullMessageResponseHeader(
             0, got.next_begin_offset, got.min_offset, got.max_offset
         ).to_ext()
-        body = b"".join(got.messages) if got.messages else None
-        return request.reply(
+        body = got.body() if got.messages else None
+        reply = request.reply(
             code,
             None if code == ResponseCode.SUCCESS else got.status.name,
             ext_fields=ext,
             body=body,
         )
+        reply.encoded_header = pull_reply_header(
+            reply, 0, got.next_begin_offset, got.min_offset, got.max_offset
+        )
+        return reply
 
     @staticmethod
     def _code(got: GetResult, requested: int) -> ResponseCode:

@@ -1,0 +1,211 @@
+"""PULL_MESSAGE over a real socket against a broker's own components (store, tables, processor
+table; no name server): batches across CommitLog segments, RocketMQ's byte limit, tag filters,
+a suspended pull woken by an arrival, the commit offset a pull carries, and the reply's header
+bytes being the generic encoder's."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from sidewinder.broker.app import BrokerApp
+from sidewinder.broker.config import BrokerConfig
+from sidewinder.broker.processors.pull import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
+from sidewinder.broker.topics import TopicConfig
+from sidewinder.protocol.codes import RequestCode, ResponseCode
+from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from sidewinder.protocol.message import encode_properties
+from sidewinder.protocol.record import Host, MessageRecord, MessageToStore, decode_record
+from sidewinder.remoting.client import RemotingClient
+from sidewinder.remoting.codec import encode_command
+from sidewinder.store.config import StoreConfig
+
+HOST = Host(b"\x7f\x00\x00\x01", 10911)
+TOPIC, GROUP = "PullTopic", "PullGroup"
+
+
+@asynccontextmanager
+async def broker(root: Path, **store: object) -> AsyncIterator[tuple[BrokerApp, str]]:
+    config = BrokerConfig(
+        store=StoreConfig(
+            store_path_root_dir=root, store_path_commit_log=root / "commitlog", **store
+        )
+    )
+    app = BrokerApp(config)
+    await app.store.start()
+    app.topics.upsert(TopicConfig(TOPIC, 2, 2, 6))
+    port = await app.server.start("127.0.0.1", 0)
+    try:
+        yield app, f"127.0.0.1:{port}"
+    finally:
+        await app.server.stop()
+        await app.store.shutdown()
+
+
+async def put(
+    app: BrokerApp, n: int, *, size: int = 1000, tag: str = "TagA", queue: int = 0
+) -> None:
+    message = MessageToStore(
+        topic=TOPIC.encode(),
+        queue_id=queue,
+        body=f"{n:06d}".encode().ljust(size, b"."),
+        properties=encode_properties({"TAGS": tag, "UNIQ_KEY": f"{n:032X}", "WAIT": "false"}),
+        born_host=HOST,
+        store_host=HOST,
+    )
+    await app.store.put_message(message)
+
+
+def pull_request(
+    offset: int, *, sys_flag: int = FLAG_SUBSCRIPTION, **fields: object
+) -> RemotingCommand:
+    header = PullMessageRequestHeader(
+        consumer_group=GROUP,
+        topic=TOPIC,
+        queue_id=int(fields.get("queue_id", 0)),  # type: ignore[call-overload]
+        queue_offset=offset,
+        max_msg_nums=int(fields.get("max_msg_nums", 32)),  # type: ignore[call-overload]
+        sys_flag=sys_flag,
+        commit_offset=int(fields.get("commit_offset", 0)),  # type: ignore[call-overload]
+        suspend_timeout_millis=int(fields.get("suspend_ms", 0)),  # type: ignore[call-overload]
+        sub_version=0,
+        subscription=str(fields.get("subscription", "*")),
+        expression_type="TAG",
+    )
+    return RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext())
+
+
+def records(reply: RemotingCommand) -> list[MessageRecord]:
+    body, found = reply.body_bytes, []
+    at = 0
+    while at < len(body):
+        record = decode_record(memoryview(body)[at:])
+        assert isinstance(record, MessageRecord)
+        found.append(record)
+        at += record.total_size
+    return found
+
+
+def test_pull_batches_across_commitlog_segments_are_every_record_in_order(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        # About 30 records of 1 KiB fill a segment: every batch of 32 spans two.
+        async with broker(tmp_path, mapped_file_size_commit_log=32 << 10) as (app, addr):
+            for n in range(100):
+                await put(app, n)
+            client = RemotingClient()
+            offset, bodies = 0, []
+            while offset < 100:
+                reply = await client.invoke(addr, pull_request(offset), 5)
+                assert reply.code == ResponseCode.SUCCESS and reply.remark is None
+                got = PullMessageResponseHeader.from_ext(reply.ext_fields)
+                assert (got.min_offset, got.max_offset, got.suggest_which_broker_id) == (0, 100, 0)
+                batch = records(reply)
+                assert [r.queue_offset for r in batch] == list(range(offset, got.next_begin_offset))
+                bodies += [bytes(r.body[:6]) for r in batch]
+                offset = got.next_begin_offset
+            assert bodies == [f"{n:06d}".encode() for n in range(100)]
+            assert len(app.store.commit_log.files.files) >= 4
+            await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_pull_stops_at_max_transfer_bytes_and_never_returns_nothing(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with broker(tmp_path, max_transfer_bytes_on_message_in_memory=3500) as (app, addr):
+            for n in range(10):
+                await put(app, n)
+            client = RemotingClient()
+            reply = await client.invoke(addr, pull_request(0), 5)
+            size = records(reply)[0].total_size
+            assert len(records(reply)) == 3500 // size  # 3 of about 1.1 KiB
+            small = await client.invoke(addr, pull_request(0, max_msg_nums=2), 5)
+            assert len(records(small)) == 2  # maxMsgNums first
+            await client.close()
+        async with broker(tmp_path / "tiny", max_transfer_bytes_on_message_in_memory=10) as (
+            app,
+            addr,
+        ):
+            await put(app, 0)
+            await put(app, 1)
+            client = RemotingClient()
+            reply = await client.invoke(addr, pull_request(0), 5)
+            assert len(records(reply)) == 1  # the first record goes whatever the limit
+            assert PullMessageResponseHeader.from_ext(reply.ext_fields).next_begin_offset == 1
+            await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_tag_filtered_pulls_skip_other_tags_and_say_retry_when_none_match(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with broker(tmp_path) as (app, addr):
+            for n in range(9):
+                await put(app, n, tag=("TagA", "TagB", "TagC")[n % 3])
+            client = RemotingClient()
+            reply = await client.invoke(addr, pull_request(0, subscription="TagB || TagC"), 5)
+            assert [int(r.body[:6]) for r in records(reply)] == [1, 2, 4, 5, 7, 8]
+            none = await client.invoke(addr, pull_request(0, subscription="TagZ"), 5)
+            assert none.code == ResponseCode.PULL_RETRY_IMMEDIATELY
+            assert none.remark == "NO_MATCHED_MESSAGE" and none.body is None
+            assert PullMessageResponseHeader.from_ext(none.ext_fields).next_begin_offset == 9
+            await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_suspended_pull_is_answered_when_its_message_arrives(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with broker(tmp_path) as (app, addr):
+            client = RemotingClient()
+            request = pull_request(0, sys_flag=FLAG_SUBSCRIPTION | FLAG_SUSPEND, suspend_ms=10_000)
+            held = asyncio.ensure_future(client.invoke(addr, request, 15))
+            await asyncio.sleep(0.3)
+            assert not held.done() and app.holds.count == 1
+            await put(app, 0)
+            reply = await asyncio.wait_for(held, 5)
+            assert reply.code == ResponseCode.SUCCESS
+            assert [int(r.body[:6]) for r in records(reply)] == [0]
+            await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_pull_carries_its_commit_offset_and_an_offset_past_the_end_is_moved(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        async with broker(tmp_path) as (app, addr):
+            for n in range(3):
+                await put(app, n)
+            client = RemotingClient()
+            flags = FLAG_SUBSCRIPTION | FLAG_COMMIT_OFFSET
+            await client.invoke(addr, pull_request(0, sys_flag=flags, commit_offset=2), 5)
+            assert app.offsets.query(GROUP, TOPIC, 0) == 2
+            moved = await client.invoke(addr, pull_request(50), 5)
+            assert (moved.code, moved.remark) == (
+                ResponseCode.PULL_OFFSET_MOVED,
+                "OFFSET_OVERFLOW_BADLY",
+            )
+            assert PullMessageResponseHeader.from_ext(moved.ext_fields).next_begin_offset == 3
+            await client.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_pull_reply_frame_is_what_the_generic_encoder_makes(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with broker(tmp_path) as (app, _):
+            await put(app, 0)
+            pull = app.server.table._pools[int(RequestCode.PULL_MESSAGE)].processor
+            for offset in (0, 1, 7):  # found, nothing yet, past the end
+                reply = await pull.process(None, pull_request(offset))
+                assert reply.encoded_header is not None
+                frame = encode_command(reply)
+                reply.encoded_header = None
+                assert frame == encode_command(reply)
+
+    asyncio.run(scenario())
