@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import msgpack
 import orjson
@@ -296,8 +297,31 @@ def encode_frame(command: RemotingCommand) -> bytes:
     return b"".join(encode_command(command))
 
 
+@dataclass(slots=True)
+class RawFrame:
+    """One whole frame, its header not yet decoded (a frame lane may read it first)."""
+
+    serialize_type: SerializeType
+    header: bytes
+    body: bytes | None
+
+
+def decode_raw(frame: RawFrame) -> RemotingCommand:
+    """The command of a frame; FrameError for a header that does not decode."""
+    serialize_type = frame.serialize_type
+    try:
+        command = _DECODERS[serialize_type](frame.header)
+    except FrameError:
+        raise
+    except Exception as exc:  # a decoder surprise is still the peer's bad bytes
+        raise FrameError(f"{serialize_type.name} header does not decode: {exc!r}") from None
+    command.body = frame.body
+    return command
+
+
 class FrameDecoder:
-    """Incremental: feed any chunks, take whole commands. Once it raises, it stays broken."""
+    """Incremental: feed any chunks, take whole frames or commands. Once it raises, it stays
+    broken."""
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.max_frame = max_frame
@@ -313,11 +337,20 @@ class FrameDecoder:
         return len(self._buffer) - self._start
 
     def commands(self) -> Iterator[RemotingCommand]:
+        for frame in self.frames():
+            try:
+                yield decode_raw(frame)
+            except FrameError as exc:
+                self._error = exc
+                raise
+
+    def frames(self) -> Iterator[RawFrame]:
+        """The whole frames buffered, headers undecoded; FrameError for bad framing."""
         if self._error is not None:
             raise self._error
         try:
-            while (command := self._next()) is not None:
-                yield command
+            while (frame := self._next()) is not None:
+                yield frame
         except FrameError as exc:
             self._error = exc
             raise
@@ -326,7 +359,11 @@ class FrameDecoder:
                 del self._buffer[: self._start]
                 self._start = 0
 
-    def _next(self) -> RemotingCommand | None:
+    def fail(self, error: FrameError) -> None:
+        """A frame it gave out did not decode: the stream is broken from here on."""
+        self._error = error
+
+    def _next(self) -> RawFrame | None:
         buffer, start = self._buffer, self._start
         if len(buffer) - start < 4:
             return None
@@ -348,18 +385,14 @@ class FrameDecoder:
             raise FrameError(f"header length {header_len} runs past the {length}-byte frame")
         header_start = start + 8
         body_start = header_start + header_len
-        try:
-            command = _DECODERS[serialize_type](buffer[header_start:body_start])
-        except FrameError:
-            raise
-        except Exception as exc:  # a decoder surprise is still the peer's bad bytes
-            raise FrameError(f"{serialize_type.name} header does not decode: {exc!r}") from None
-        if body_start < end:
-            # One copy (a bytearray slice and bytes() of it would be two); the view is gone
-            # before the buffer is trimmed.
-            command.body = bytes(memoryview(buffer)[body_start:end])
         self._start = end
-        return command
+        # One copy each (a bytearray slice and bytes() of it would be two); the view is gone
+        # before the buffer is trimmed.
+        view = memoryview(buffer)
+        header = bytes(view[header_start:body_start])
+        body = bytes(view[body_start:end]) if body_start < end else None
+        view.release()
+        return RawFrame(serialize_type, header, body)
 
 
 def decode_frame(data: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> RemotingCommand:

@@ -15,7 +15,14 @@ from typing import cast
 import structlog
 
 from sidewinder.protocol.command import ONEWAY_FLAG, RemotingCommand
-from sidewinder.remoting.codec import DEFAULT_MAX_FRAME, FrameDecoder, FrameError, encode_command
+from sidewinder.remoting.codec import (
+    DEFAULT_MAX_FRAME,
+    FrameDecoder,
+    FrameError,
+    RawFrame,
+    decode_raw,
+    encode_command,
+)
 from sidewinder.remoting.dispatch import ProcessorTable, RequestContext
 
 log = structlog.get_logger(__name__)
@@ -72,16 +79,26 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_active = time.monotonic()
         self.decoder.feed(data)
-        requests: list[RemotingCommand] = []
+        frames: list[RawFrame] = []
         bad: FrameError | None = None
         try:
-            for command in self.decoder.commands():
-                if command.is_response:
-                    self._answered(command)
-                else:
-                    requests.append(command)
+            frames.extend(self.decoder.frames())
         except FrameError as exc:
             bad = exc
+        if frames and self.table is not None:
+            frames = self.table.take_frames(self._ctx, frames, self._reply_for)
+        requests: list[RemotingCommand] = []
+        for frame in frames:
+            try:
+                command = decode_raw(frame)
+            except FrameError as exc:
+                self.decoder.fail(exc)
+                bad = exc
+                break
+            if command.is_response:
+                self._answered(command)
+            else:
+                requests.append(command)
         if requests and self.table is not None:
             # The whole chunk at once: a processor with a batch path serves its share in one go.
             self.table.dispatch_many(self._ctx, requests, self._reply_for)

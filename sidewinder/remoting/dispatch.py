@@ -25,6 +25,7 @@ import structlog
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import HeaderError
+from sidewinder.remoting.codec import FrameError, RawFrame, decode_raw
 
 if TYPE_CHECKING:
     from sidewinder.remoting.connection import Connection
@@ -69,6 +70,14 @@ class BatchProcessor(RequestProcessor, Protocol):
         """Serve at once the requests of one received chunk that it can (answering them itself,
         through `ctx.write_frames`); return the others, which then go through `process` one by
         one. Per-message work on the hot path is paid once per chunk this way."""
+        ...
+
+
+class FrameLane(Protocol):
+    def take_frames(self, ctx: RequestContext, frames: list[RawFrame]) -> list[RawFrame]:
+        """Serve at once the request frames of one received chunk that it can read straight
+        from their encoded headers, skipping the generic decode (answering them itself);
+        return the others, which are decoded and dispatched as usual."""
         ...
 
 
@@ -233,6 +242,37 @@ class ProcessorTable:
     def __init__(self, default: RequestProcessor | None = None, limits: Limits = Limits()) -> None:
         self._default = _Pool(default or NotSupported(), limits)
         self._pools: dict[int, _Pool] = {}
+        self._lane: tuple[FrameLane, _Pool] | None = None
+
+    def set_frame_lane(self, lane: FrameLane, code: int) -> None:
+        """Let `lane` read request frames before they are decoded; what it serves is admitted
+        as the pool of `code` admits (not while that pool's requests queue)."""
+        self._lane = (lane, self._pools[int(code)])
+
+    def take_frames(
+        self,
+        ctx: RequestContext,
+        frames: list[RawFrame],
+        reply_for: Callable[[RemotingCommand], Reply],
+    ) -> list[RawFrame]:
+        """The frames the frame lane does not serve (all of them when there is none)."""
+        if self._lane is None:
+            return frames
+        lane, pool = self._lane
+        if pool.running >= pool.limits.concurrency or pool.queue:
+            return frames
+        try:
+            return lane.take_frames(ctx, frames)
+        except Exception as exc:
+            # Our bug. Never serve a request twice: each gets the error.
+            for frame in frames:
+                try:
+                    request = decode_raw(frame)
+                except FrameError:
+                    continue
+                if not request.is_response:
+                    reply_for(request)(_error_reply(request, exc))
+            return []
 
     def register(self, processor: RequestProcessor, *codes: int, limits: Limits = Limits()) -> None:
         """Route `codes` to `processor`; the codes share one pool (one admission queue)."""
