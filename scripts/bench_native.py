@@ -1,0 +1,61 @@
+"""Micro-benchmark of the native hot path (sidewinder._native) beside its Python references.
+
+    .venv/bin/python scripts/bench_native.py [--repeat 5]
+
+Prints µs per call of each function, Python reference and native, best of `--repeat` timings
+(the machine is noisy: the best is the least disturbed). The broker-level figure is
+scripts/profile_broker.py with SIDEWINDER_NATIVE=0 and without.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import timeit
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sidewinder.common.native import NATIVE
+from sidewinder.protocol.message import java_string_hash_py
+
+
+def cases() -> list[tuple[str, Callable[[], object], Callable[[], object] | None]]:
+    """(name, Python call, native call or None) for each function and typical input."""
+    out: list[tuple[str, Callable[[], object], Callable[[], object] | None]] = []
+    for label, text in (
+        ("java_string_hash tag 'TagA'", "TagA"),
+        (
+            "java_string_hash key topic#uuid (58 ch)",
+            "BenchTopic#" + "7F0000010A2B18B4AAC2" * 2 + "0a1b2c7",
+        ),
+        ("java_string_hash non-ASCII '标签标签'", "标签标签"),
+    ):
+        native = None if NATIVE is None else (lambda t=text: NATIVE.java_string_hash(t))
+        out.append((label, lambda t=text: java_string_hash_py(t), native))
+    return out
+
+
+def best_us(call: Callable[[], object], repeat: int) -> float:
+    timer = timeit.Timer(call)
+    number, _ = timer.autorange()
+    return min(timer.repeat(repeat, number)) / number * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    print(f"{'function':48} {'python µs':>10} {'native µs':>10} {'speed-up':>9}")
+    for name, python, native in cases():
+        py_us = best_us(python, args.repeat)
+        if native is None:
+            print(f"{name:48} {py_us:10.3f} {'-':>10}")
+            continue
+        nat_us = best_us(native, args.repeat)
+        print(f"{name:48} {py_us:10.3f} {nat_us:10.3f} {py_us / nat_us:8.1f}x")
+
+
+if __name__ == "__main__":
+    main()
