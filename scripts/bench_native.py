@@ -18,7 +18,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sidewinder.common.native import NATIVE
-from sidewinder.protocol.message import java_string_hash_py
+from sidewinder.protocol import record
+from sidewinder.protocol.message import encode_properties, java_string_hash_py
+from sidewinder.protocol.record import Host, MessageToStore, encode_record_py
 
 
 def cases() -> list[tuple[str, Callable[[], object], Callable[[], object] | None]]:
@@ -34,6 +36,29 @@ def cases() -> list[tuple[str, Callable[[], object], Callable[[], object] | None
     ):
         native = None if NATIVE is None else (lambda t=text: NATIVE.java_string_hash(t))
         out.append((label, lambda t=text: java_string_hash_py(t), native))
+    message = MessageToStore(
+        topic=b"BenchTopic",
+        queue_id=3,
+        body=b"x" * 1024,
+        properties=encode_properties(
+            {"UNIQ_KEY": "7F0000010A2B18B4AAC2" * 2, "WAIT": "true", "CLUSTER": "DefaultCluster"}
+        ),
+        born_timestamp=1_700_000_000_000,
+        born_host=Host(b"\x0a\x00\x00\x02", 51234),
+        store_host=Host(b"\x0a\x00\x00\x01", 10911),
+    )
+    buffer = memoryview(bytearray(1 << 20))
+    stamps = {"queue_offset": 7, "phy_offset": 123456, "store_timestamp": 1_700_000_000_001}
+
+    def python() -> object:
+        return encode_record_py(message, buffer, 4096, **stamps)
+
+    native_encode = record._native_encode_record
+
+    def native() -> object:  # record.encode_record: the dispatch the store calls
+        return record.encode_record(message, buffer, 4096, **stamps)
+
+    out.append(("encode_record 1 KiB body", python, None if native_encode is None else native))
     return out
 
 

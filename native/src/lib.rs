@@ -6,7 +6,9 @@
 
 use pyo3::prelude::*;
 
+mod buffer;
 mod hash;
+mod record;
 
 #[pymodule]
 mod _native {
@@ -16,7 +18,7 @@ mod _native {
     /// Bumped when a function's signature changes, so a stale build in the source tree is
     /// refused rather than called with the wrong arguments.
     #[pymodule_export]
-    const API_VERSION: u32 = 2;
+    const API_VERSION: u32 = 3;
 
     /// Java's `String.hashCode()` of `text`: the 31-polynomial over its UTF-16 code units, as a
     /// signed int32 (reference: `sidewinder.protocol.message.java_string_hash_py`). Lone
@@ -25,5 +27,55 @@ mod _native {
     #[pyfunction]
     fn java_string_hash(text: &Bound<'_, PyString>) -> PyResult<i32> {
         crate::hash::java_string_hash(text)
+    }
+
+    /// One CommitLog record (RocketMQ 4.x layout) written into `buffer` at `position` from its
+    /// primitive fields; returns its size. The reference is
+    /// `sidewinder.protocol.record.encode_record_py`, which takes a MessageToStore: `sys_flag`
+    /// here is its stored_sys_flag (the host bits must match the addresses). The buffer must be
+    /// writable and hold the whole record (TypeError, IndexError); nothing is written when a
+    /// check fails. Inputs are bytes or any contiguous buffer.
+    #[pyfunction]
+    #[allow(clippy::too_many_arguments)]
+    fn encode_record(
+        buffer: &Bound<'_, PyAny>,
+        position: isize,
+        topic: &Bound<'_, PyAny>,
+        queue_id: i32,
+        body: &Bound<'_, PyAny>,
+        properties: &Bound<'_, PyAny>,
+        flag: i32,
+        sys_flag: i32,
+        born_timestamp: i64,
+        born_address: &Bound<'_, PyAny>,
+        born_port: i32,
+        store_timestamp: i64,
+        store_address: &Bound<'_, PyAny>,
+        store_port: i32,
+        reconsume_times: i32,
+        prepared_transaction_offset: i64,
+        queue_offset: i64,
+        phy_offset: i64,
+    ) -> PyResult<usize> {
+        crate::record::encode_record(
+            buffer,
+            position,
+            topic,
+            queue_id,
+            body,
+            properties,
+            flag,
+            sys_flag,
+            born_timestamp,
+            born_address,
+            born_port,
+            store_timestamp,
+            store_address,
+            store_port,
+            reconsume_times,
+            prepared_transaction_offset,
+            queue_offset,
+            phy_offset,
+        )
     }
 }
