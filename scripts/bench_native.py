@@ -17,6 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from sidewinder.broker.processors.send_header import send_v2_fields_py
 from sidewinder.common.native import NATIVE
 from sidewinder.protocol import record
 from sidewinder.protocol.message import encode_properties, java_string_hash_py
@@ -59,6 +60,25 @@ def cases() -> list[tuple[str, Callable[[], object], Callable[[], object] | None
         return record.encode_record(message, buffer, 4096, **stamps)
 
     out.append(("encode_record 1 KiB body", python, None if native_encode is None else native))
+
+    # A SEND_MESSAGE_V2 header as the Java client writes it (the wire captures' shape).
+    header = (
+        b'{"code":310,"extFields":{"a":"PG_bench","b":"BenchTopic","c":"TBW102","d":"4",'
+        b'"e":"3","f":"0","g":"1700000000000","h":"0","i":"UNIQ_KEY\\u0001'
+        + b"7F0000010A2B18B4AAC2"
+        * 2
+        + b'\\u0002WAIT\\u0001true\\u0002TAGS\\u0001TagA","j":"0","k":"false","m":"false"},'
+        b'"flag":0,"language":"JAVA","opaque":1234,"serializeTypeCurrentRPC":"JSON",'
+        b'"version":373}'
+    )
+    assert NATIVE is None or NATIVE.send_v2_fields(header) == send_v2_fields_py(header)
+    out.append(
+        (
+            "send_v2_fields Java header (decode + fields)",
+            lambda: send_v2_fields_py(header),
+            None if NATIVE is None else (lambda: NATIVE.send_v2_fields(header)),
+        )
+    )
     return out
 
 

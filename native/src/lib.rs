@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 mod buffer;
 mod hash;
 mod record;
+mod send_header;
 
 #[pymodule]
 mod _native {
@@ -18,7 +19,7 @@ mod _native {
     /// Bumped when a function's signature changes, so a stale build in the source tree is
     /// refused rather than called with the wrong arguments.
     #[pymodule_export]
-    const API_VERSION: u32 = 3;
+    const API_VERSION: u32 = 4;
 
     /// Java's `String.hashCode()` of `text`: the 31-polynomial over its UTF-16 code units, as a
     /// signed int32 (reference: `sidewinder.protocol.message.java_string_hash_py`). Lone
@@ -27,6 +28,35 @@ mod _native {
     #[pyfunction]
     fn java_string_hash(text: &Bound<'_, PyString>) -> PyResult<i32> {
         crate::hash::java_string_hash(text)
+    }
+
+    /// What the send lane reads of a SEND_MESSAGE_V2 JSON header: (opaque, flag, topic,
+    /// queueId, sysFlag, bornTimestamp, flag, reconsumeTimes, properties), or None for anything
+    /// unusual (reference: `sidewinder.broker.processors.send_header.send_v2_fields_py`; where
+    /// this gives a tuple, it is the reference's).
+    #[pyfunction]
+    fn send_v2_fields<'py>(
+        py: Python<'py>,
+        header: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, pyo3::types::PyTuple>>> {
+        let data = crate::buffer::ReadBuf::get(header)?;
+        let Some(f) = crate::send_header::parse(data.as_slice()) else {
+            return Ok(None);
+        };
+        Ok(Some(
+            (
+                f.opaque,
+                f.flag,
+                f.topic.as_ref(),
+                f.queue_id,
+                f.sys_flag,
+                f.born_timestamp,
+                f.msg_flag,
+                f.reconsume_times,
+                f.properties.as_ref(),
+            )
+                .into_pyobject(py)?,
+        ))
     }
 
     /// One CommitLog record (RocketMQ 4.x layout) written into `buffer` at `position` from its
