@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from interop.target import TARGET_KINDS, ClusterTarget, create_target
+from tests import hot_path as _hot_path
 
 _names = itertools.count(1)
 
@@ -20,6 +21,14 @@ def unique(prefix: str) -> str:
     # xdist workers count separately: their worker id keeps the names apart.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     return f"{prefix}_{worker}{next(_names)}"
+
+
+@pytest.fixture(params=_hot_path.IMPLEMENTATIONS)
+def hot_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The test runs on the Rust hot path and again on its Python reference (tests/hot_path.py)."""
+    _hot_path.choose(request.param, monkeypatch)
+    yield str(request.param)
+    _hot_path.reset()
 
 
 # SIDEWINDER_TARGETS=rocketmq (or sidewinder) runs the interop scenarios against one kind only.

@@ -81,16 +81,29 @@ def test_dockerfile_passes_hadolint() -> None:
 def test_broker_image_stage_copies_real_files_and_runs_our_scripts() -> None:
     """No Docker engine here: check what the broker stage needs exists as the image expects."""
     text = (ROOT / "Dockerfile").read_text()
+    stages = {
+        line.split(" AS ", 1)[1].strip(): line
+        for line in text.splitlines()
+        if line.startswith("FROM ") and " AS " in line
+    }
     stage = text.split("AS broker", 1)[1].split("\nFROM ", 1)[0]
-    sources = [
-        part
-        for line in stage.splitlines()
-        if line.startswith("COPY ")
-        for part in line.split()[1:-1]
-    ]
-    assert sources, stage
-    for source in sources:
-        assert (ROOT / source).exists(), f"the broker stage copies {source}, which is missing"
+    # The broker gets the wheel (Rust extension included) from the builder stage `native`,
+    # which copies what it builds from the repository.
+    assert "COPY --from=native " in stage, stage
+    native = text.split("AS native", 1)[1].split("\nFROM ", 1)[0]
+    for name, body in (("broker", stage), ("native", native)):
+        sources = []
+        for line in body.splitlines():
+            if not line.startswith("COPY "):
+                continue
+            parts = line.split()[1:-1]
+            if parts[0].startswith("--from="):
+                assert parts[0].removeprefix("--from=") in stages, line
+                continue
+            sources += [part for part in parts if not part.startswith("--")]
+        assert sources, body
+        for source in sources:
+            assert (ROOT / source).exists(), f"the {name} stage copies {source}, which is missing"
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     command = json.loads(stage.split("CMD ", 1)[1].splitlines()[0])
     assert command[0] in scripts, command

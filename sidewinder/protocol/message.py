@@ -139,3 +139,13 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
     address_len = len(raw) - 12
     port, phy_offset = struct.unpack_from(">iq", raw, address_len)
     return socket.inet_ntop(family, raw[:address_len]), port, phy_offset
+
+
+# The Rust extension's java_string_hash when it is built (sidewinder/common/native.py): same
+# answers for every str (tests/protocol/test_message.py compares them); the reference stays.
+# Imported here, not at the top, to keep this dispatch in one place.
+from sidewinder.common.native import NATIVE  # noqa: E402
+
+java_string_hash_py = java_string_hash
+if NATIVE is not None:
+    java_string_hash = NATIVE.java_string_hash

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from enum import IntFlag
 from typing import Any
 
+from sidewinder.common.native import NATIVE
 from sidewinder.protocol.message import decode_properties, encode_properties
 
 MESSAGE_MAGIC = -626843481  # 0xDAA320A7
@@ -69,6 +70,9 @@ _BLANK = struct.Struct(">ii")
 QUEUE_OFFSET_POSITION = 20
 PHYSICAL_OFFSET_POSITION = 28
 STORE_TIMESTAMP_POSITION_V4 = 56
+
+# The Rust encoder when the extension is loaded; None: encode_record_py writes every record.
+_native_encode_record = None if NATIVE is None else NATIVE.encode_record
 
 
 class RecordError(ValueError):
@@ -280,7 +284,55 @@ def encode_record(
     phy_offset: int,
     store_timestamp: int,
 ) -> int:
-    """Write one record into `buffer` at `position`; returns its size. The caller checks room."""
+    """Write one record into `buffer` at `position`; returns its size. The caller checks room.
+
+    The Rust extension writes it when loaded (sidewinder/common/native.py), byte for byte as
+    encode_record_py, the reference, does; it also refuses a buffer too small for the record
+    (IndexError) before writing anything.
+    """
+    native = _native_encode_record
+    if native is None:
+        return encode_record_py(
+            message,
+            buffer,
+            position,
+            queue_offset=queue_offset,
+            phy_offset=phy_offset,
+            store_timestamp=store_timestamp,
+        )
+    born, store = message.born_host, message.store_host
+    return native(
+        buffer,
+        position,
+        message.topic,
+        message.queue_id,
+        message.body,
+        message.properties,
+        message.flag,
+        message.stored_sys_flag,
+        message.born_timestamp,
+        born.address,
+        born.port,
+        store_timestamp,
+        store.address,
+        store.port,
+        message.reconsume_times,
+        message.prepared_transaction_offset,
+        queue_offset,
+        phy_offset,
+    )
+
+
+def encode_record_py(
+    message: MessageToStore,
+    buffer: bytearray | memoryview,
+    position: int,
+    *,
+    queue_offset: int,
+    phy_offset: int,
+    store_timestamp: int,
+) -> int:
+    """encode_record's reference in Python."""
     properties = message.properties
     if len(properties) > MAX_PROPERTIES_LENGTH:
         raise ValueError(f"properties of {len(properties)} bytes exceed {MAX_PROPERTIES_LENGTH}")

@@ -185,6 +185,7 @@ async def _serve_and_send(
 
 
 @pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+@pytest.mark.usefixtures("hot_path")
 def test_the_lane_answers_and_stores_as_process_does(tmp_path: Path, flush: str) -> None:
     frames, replies = _frames()
     results = {

@@ -6,12 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sidewinder.common.native import NATIVE
+from sidewinder.protocol import message
 from sidewinder.protocol.message import (
     decode_offset_msg_id,
     decode_properties,
     encode_offset_msg_id,
     encode_properties,
-    java_string_hash,
+    java_string_hash_py,
     tags_code,
 )
 
@@ -28,10 +30,52 @@ JAVA_HASHES = {
 
 
 @pytest.mark.parametrize(("text", "expected"), JAVA_HASHES.items())
+@pytest.mark.usefixtures("hot_path")
 def test_java_string_hash(text: str, expected: int) -> None:
-    assert java_string_hash(text) == expected
+    # Looked up at call time: the hot_path fixture chooses the implementation.
+    assert message.java_string_hash(text) == expected
 
 
+# Any str, lone surrogates (surrogateescape, surrogatepass) and astral characters included.
+any_text = st.text() | st.lists(st.integers(0, 0x10FFFF), max_size=80).map(
+    lambda points: "".join(map(chr, points))
+)
+
+
+@pytest.mark.skipif(NATIVE is None, reason="sidewinder._native is not loaded")
+@given(any_text)
+def test_native_java_string_hash_is_the_reference(text: str) -> None:
+    assert NATIVE is not None
+    assert NATIVE.java_string_hash(text) == java_string_hash_py(text)
+
+
+@pytest.mark.skipif(NATIVE is None, reason="sidewinder._native is not loaded")
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\udc80",
+        "\ud800",
+        "a\ud83d",  # a high surrogate with no low one after it
+        "\ude00\ud83d",  # a pair in the wrong order
+        "\ud83d\ude00",  # a pair as two code points: Java sees the same units as for U+1F600
+        b"caf\xe9 \xff".decode("utf-8", "surrogateescape"),
+        "x" * 100_000,
+        "\U0010ffff" * 1000,
+    ],
+)
+def test_native_java_string_hash_of_edge_cases(text: str) -> None:
+    assert NATIVE is not None
+    assert NATIVE.java_string_hash(text) == java_string_hash_py(text)
+
+
+@pytest.mark.skipif(NATIVE is None, reason="sidewinder._native is not loaded")
+def test_native_java_string_hash_takes_only_str() -> None:
+    assert NATIVE is not None
+    with pytest.raises(TypeError):
+        NATIVE.java_string_hash(b"TagA")
+
+
+@pytest.mark.usefixtures("hot_path")
 def test_tags_code_is_zero_without_tags() -> None:
     assert tags_code(None) == 0
     assert tags_code("") == 0

@@ -48,6 +48,7 @@ puts = st.lists(
 
 @settings(max_examples=40, deadline=None)
 @given(puts)
+@pytest.mark.usefixtures("hot_path")
 def test_appends_roll_segments_and_survive_reopening(
     tmp_path_factory: pytest.TempPathFactory, plan: list[tuple[str, int, int]]
 ) -> None:
@@ -85,6 +86,7 @@ def test_appends_roll_segments_and_survive_reopening(
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(20, 40), st.data())
+@pytest.mark.usefixtures("hot_path")
 def test_a_torn_tail_keeps_everything_before_it(
     tmp_path_factory: pytest.TempPathFactory, count: int, data: st.DataObject
 ) -> None:
@@ -126,6 +128,7 @@ def test_a_torn_tail_keeps_everything_before_it(
     again.close()
 
 
+@pytest.mark.usefixtures("hot_path")
 def test_limits_are_clear_errors(tmp_path: Path) -> None:
     log = commit_log(tmp_path)
     too_big = message("T", 0, bytes(MAX_MESSAGE), 0)
@@ -143,6 +146,7 @@ def test_limits_are_clear_errors(tmp_path: Path) -> None:
     small.close()
 
 
+@pytest.mark.usefixtures("hot_path")
 def test_batch_gets_consecutive_offsets_in_one_segment(tmp_path: Path) -> None:
     log = commit_log(tmp_path)
     for n in range(4):  # about 16,040 of the segment's 16,384 bytes

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sidewinder.protocol import record as record_module
 from sidewinder.protocol.message import (
     MessageConst,
     decode_offset_msg_id,
@@ -28,7 +30,11 @@ from sidewinder.protocol.record import (
     decode_record,
     encode_blank,
     encode_record,
+    encode_record_py,
 )
+from tests.hot_path import IMPLEMENTATIONS, using
+
+NATIVE_ENCODE = record_module._native_encode_record
 
 hosts = st.builds(
     Host,
@@ -58,18 +64,25 @@ messages = st.builds(
     st.integers(0, 2**62),
     st.integers(0, 64),
 )
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 def test_round_trip(
-    message: MessageToStore, queue_offset: int, phy_offset: int, store_ts: int, position: int
+    implementation: str,
+    message: MessageToStore,
+    queue_offset: int,
+    phy_offset: int,
+    store_ts: int,
+    position: int,
 ) -> None:
     buf = bytearray(position + message.size() + 16)
-    size = encode_record(
-        message,
-        buf,
-        position,
-        queue_offset=queue_offset,
-        phy_offset=phy_offset,
-        store_timestamp=store_ts,
-    )
+    with using(implementation):
+        size = encode_record(
+            message,
+            buf,
+            position,
+            queue_offset=queue_offset,
+            phy_offset=phy_offset,
+            store_timestamp=store_ts,
+        )
     assert size == message.size()
     record = decode_record(buf, position, check_crc=True)
     assert isinstance(record, MessageRecord)
@@ -92,6 +105,128 @@ def test_round_trip(
     assert record.prepared_transaction_offset == message.prepared_transaction_offset
     # Nothing is after the record yet: the next position reads as unwritten.
     assert decode_record(buf, position + size) is None
+
+
+needs_native = pytest.mark.skipif(NATIVE_ENCODE is None, reason="sidewinder._native not loaded")
+offsets = st.integers(-(2**63), 2**63 - 1)
+
+
+def encode_both(
+    message: MessageToStore, buffers: tuple[object, object], position: int, **stamps: int
+) -> tuple[int, int]:
+    with using("python"):
+        expected = encode_record(message, buffers[0], position, **stamps)  # type: ignore[arg-type]
+    with using("native"):
+        got = encode_record(message, buffers[1], position, **stamps)  # type: ignore[arg-type]
+    return expected, got
+
+
+@needs_native
+@given(messages, offsets, offsets, offsets, st.integers(0, 64), st.binary(min_size=1, max_size=1))
+def test_native_record_bytes_are_the_references(
+    message: MessageToStore,
+    queue_offset: int,
+    phy_offset: int,
+    store_ts: int,
+    position: int,
+    fill: bytes,
+) -> None:
+    # Whatever was in the buffer around the record stays as it was.
+    size = position + message.size() + 16
+    python, native = bytearray(fill * size), bytearray(fill * size)
+    stamps = {"queue_offset": queue_offset, "phy_offset": phy_offset, "store_timestamp": store_ts}
+    assert encode_both(message, (python, native), position, **stamps) == (message.size(),) * 2
+    assert native == python
+
+
+@needs_native
+@given(messages, st.sampled_from(["memoryview", "mmap", "memoryview of mmap"]))
+def test_native_writes_every_kind_of_store_buffer(message: MessageToStore, kind: str) -> None:
+    size = message.size() + 8
+    python = bytearray(size)
+    with mmap.mmap(-1, size) as mm:
+        target: object = {"memoryview": memoryview(bytearray(size)), "mmap": mm}.get(
+            kind, memoryview(mm)
+        )
+        stamps = {"queue_offset": 1, "phy_offset": 2, "store_timestamp": 3}
+        encode_both(message, (python, target), 4, **stamps)
+        assert bytes(target) == python  # type: ignore[call-overload]
+        if isinstance(target, memoryview):
+            target.release()
+
+
+def test_the_body_may_be_a_memoryview(hot_path: str) -> None:
+    frame = b"head" + b"the body" + b"tail"
+    message = MessageToStore(topic=b"T", queue_id=0, body=memoryview(frame)[4:12], properties=b"")
+    buf = bytearray(message.size())
+    encode_record(message, buf, 0, queue_offset=0, phy_offset=0, store_timestamp=0)
+    record = decode_record(buf, 0, check_crc=True)
+    assert isinstance(record, MessageRecord) and bytes(record.body) == b"the body"
+
+
+@needs_native
+def test_native_refuses_a_buffer_too_small_and_writes_nothing() -> None:
+    message = sample()
+    for size in (0, 8, message.size() - 1):
+        for buffer in (bytearray(b"\xaa" * size), memoryview(bytearray(b"\xaa" * size))):
+            with pytest.raises(IndexError), using("native"):
+                encode_record(message, buffer, 0, queue_offset=0, phy_offset=0, store_timestamp=1)
+            assert bytes(buffer) == b"\xaa" * size
+    buffer = bytearray(b"\xaa" * (message.size() + 10))
+    for position in (-1, -(2**62), 11, 2**62):
+        with pytest.raises(IndexError), using("native"):
+            encode_record(
+                message, buffer, position, queue_offset=0, phy_offset=0, store_timestamp=1
+            )
+        assert buffer == b"\xaa" * (message.size() + 10)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [bytes, lambda n: memoryview(bytearray(n)).toreadonly(), lambda n: memoryview(bytes(n)), str],
+    ids=["bytes", "readonly view", "view of bytes", "not a buffer"],
+)
+def test_a_read_only_buffer_is_refused(hot_path: str, make: object) -> None:
+    message = sample()
+    with pytest.raises(TypeError):
+        encode_record(
+            message, make(message.size()), 0, queue_offset=0, phy_offset=0, store_timestamp=1
+        )  # type: ignore[operator]
+
+
+def test_properties_over_32767_bytes_are_refused(hot_path: str) -> None:
+    message = MessageToStore(topic=b"T", queue_id=0, body=b"", properties=b"p" * 32768)
+    buffer = bytearray(message.size())
+    with pytest.raises(ValueError, match="exceed 32767"):
+        encode_record(message, buffer, 0, queue_offset=0, phy_offset=0, store_timestamp=1)
+    assert buffer == bytes(message.size())
+
+
+@needs_native
+def test_native_copies_a_body_that_views_its_own_target() -> None:
+    """A body viewing the bytes the record is written over is read before they change."""
+    size = sample().size() + 64
+    buffer = bytearray(range(256)) * (size // 256 + 1)
+    expected = bytearray(buffer)
+    view = memoryview(buffer)
+    message = MessageToStore(topic=b"T", queue_id=0, body=view[10:74], properties=b"x\x01y")
+    copy = MessageToStore(topic=b"T", queue_id=0, body=bytes(view[10:74]), properties=b"x\x01y")
+    stamps = {"queue_offset": 0, "phy_offset": 0, "store_timestamp": 1}
+    encode_record_py(copy, expected, 0, **stamps)
+    with using("native"):
+        encode_record(message, buffer, 0, **stamps)
+    view.release()
+    assert buffer == expected
+
+
+@needs_native
+def test_native_refuses_a_sysflag_that_does_not_match_the_hosts() -> None:
+    assert NATIVE_ENCODE is not None
+    buffer = bytearray(200)
+    args = [b"T", 0, b"body", b"", 0, 0x10, 0, b"\x7f\0\0\1", 1, 0, b"\x7f\0\0\1", 2, 0, 0, 0, 0]
+    with pytest.raises(ValueError, match="sysflag"):
+        NATIVE_ENCODE(buffer, 0, *args)
+    assert buffer == bytes(200)
 
 
 def sample() -> MessageToStore:
@@ -205,6 +340,7 @@ def test_every_record_rocketmq_wrote_decodes_and_matches_what_was_sent(
 
 
 @pytest.mark.interop
+@pytest.mark.usefixtures("hot_path")
 def test_reencoding_rocketmq_records_gives_the_same_bytes(
     rocketmq_store: tuple[Path, dict],
 ) -> None:

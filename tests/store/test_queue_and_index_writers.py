@@ -63,6 +63,7 @@ def test_a_queue_starting_late_is_padded_with_blanks(tmp_path: Path) -> None:
     again.close()
 
 
+@pytest.mark.usefixtures("hot_path")
 def test_index_rolls_to_a_new_file_and_finds_keys_in_both(tmp_path: Path) -> None:
     index = IndexService(tmp_path, hash_slot_num=7, max_index_num=5)
     index.load()
@@ -84,6 +85,7 @@ def test_index_rolls_to_a_new_file_and_finds_keys_in_both(tmp_path: Path) -> Non
     reloaded.close()
 
 
+@pytest.mark.usefixtures("hot_path")
 def test_a_slot_past_a_stale_header_count_never_makes_a_chain_loop(tmp_path: Path) -> None:
     path = tmp_path / "20260101000000000"
     index = IndexFile(path, 1, 100)  # one slot: every key chains through it

@@ -80,6 +80,7 @@ def write_store(root: Path, count: int) -> dict[str, dict[str, object]]:
     return expected
 
 
+@pytest.mark.usefixtures("hot_path")
 def test_rocketmq_serves_every_message_we_stored(tmp_path: Path) -> None:
     root = tmp_path / "store"
     expected = write_store(root, 300)
@@ -155,6 +156,7 @@ def cq_entries(root: Path) -> int:
     return total
 
 
+@pytest.mark.usefixtures("hot_path")
 def test_our_queues_and_index_are_rocketmqs_byte_for_byte(tmp_path: Path) -> None:
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
     expected = write_store(ours, 300)

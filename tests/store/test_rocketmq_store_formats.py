@@ -60,6 +60,7 @@ def test_cq_entries_round_trip(entries: list[tuple[int, int, int]], first: int) 
     assert file_name(first) == f"{first * 20:020d}"
 
 
+@pytest.mark.usefixtures("hot_path")
 def test_index_key_hash_is_java_abs_hashcode() -> None:
     assert index_key_hash("TagA") == 2598919
     # "polygenelubricants".hashCode() is Integer.MIN_VALUE; Java's abs leaves it negative -> 0.
@@ -93,6 +94,7 @@ def store() -> tuple[Path, dict[str, Any], dict[int, MessageRecord]]:
 pytestmark = pytest.mark.interop
 
 
+@pytest.mark.usefixtures("hot_path")
 def test_every_cq_entry_points_at_its_message(
     store: tuple[Path, dict[str, Any], dict[int, MessageRecord]],
 ) -> None:
@@ -118,6 +120,7 @@ def test_every_cq_entry_points_at_its_message(
         assert counted[topic] == len(info["sent"][topic]), topic
 
 
+@pytest.mark.usefixtures("hot_path")
 def test_every_key_and_unique_key_is_in_the_index(
     store: tuple[Path, dict[str, Any], dict[int, MessageRecord]],
 ) -> None:

@@ -1,0 +1,68 @@
+"""What the send lane reads of a SEND_MESSAGE_V2 JSON header, straight from the header's bytes.
+
+    fields = send_v2_fields(header_bytes)
+    # (opaque, flag, topic, queueId, sysFlag, bornTimestamp, flag, reconsumeTimes, properties),
+    # or None: the header is not a plain SEND_MESSAGE_V2 one, decode it in full (slow path)
+
+`send_v2_fields_py` is the reference: the full JSON decode (remoting.codec) then what
+SendProcessor._plain reads of the ext fields (send_batch.digits). The Rust extension's
+`send_v2_fields` parses only what a plain header holds and gives None for anything unusual
+(a key it does not expect, a repeated key, a value that is not a string, an escape it does not
+take); where it gives a tuple, it is the reference's (tests/broker/test_send_header.py fuzzes
+both with generated headers and the mutated real frames of the wire captures).
+"""
+
+from __future__ import annotations
+
+from sidewinder.broker.processors.send_batch import INT32_DIGITS, INT64_DIGITS, digits
+from sidewinder.common.native import NATIVE
+from sidewinder.protocol.codes import RequestCode
+from sidewinder.remoting.codec import FrameError, decode_json_header
+
+SendV2Fields = tuple[int, int, str, int, int, int, int, int, str]
+
+
+def send_v2_fields_py(header: bytes | bytearray | memoryview) -> SendV2Fields | None:
+    """The reference: what the send lane reads, after a full decode of the header."""
+    try:
+        command = decode_json_header(header)
+    except FrameError:
+        return None
+    ext = command.ext_fields
+    if (
+        command.code != RequestCode.SEND_MESSAGE_V2
+        or ext is None
+        or "a" not in ext
+        or "c" not in ext
+        or "d" not in ext
+    ):
+        return None
+    topic = ext.get("b")
+    queue_id = digits(ext.get("e"), INT32_DIGITS)
+    sys_flag = digits(ext.get("f"), INT32_DIGITS)
+    born_timestamp = digits(ext.get("g"), INT64_DIGITS)
+    flag = digits(ext.get("h"), INT32_DIGITS)
+    reconsume = digits(ext.get("j", "0"), INT32_DIGITS)
+    if (
+        topic is None
+        or queue_id is None
+        or sys_flag is None
+        or born_timestamp is None
+        or flag is None
+        or reconsume is None
+    ):
+        return None
+    return (
+        command.opaque,
+        command.flag,
+        topic,
+        queue_id,
+        sys_flag,
+        born_timestamp,
+        flag,
+        reconsume,
+        ext.get("i") or "",
+    )
+
+
+send_v2_fields = send_v2_fields_py if NATIVE is None else NATIVE.send_v2_fields

@@ -1,0 +1,49 @@
+"""Switch the native hot path (sidewinder._native) off for one test, to run it on the reference.
+
+The `hot_path` fixture (tests/conftest.py) runs a test twice, "native" and "python": golden wire
+and store tests take it so both implementations must give the same bytes. Hypothesis tests, which
+cannot take function-scoped fixtures, parametrize over IMPLEMENTATIONS and enter `using(...)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from sidewinder.common.native import NATIVE
+from sidewinder.protocol import message, record
+from sidewinder.store import index_file
+
+IMPLEMENTATIONS = ("native", "python")
+
+
+def use_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every place that bound a native function gets its Python reference back."""
+    monkeypatch.setattr(message, "java_string_hash", message.java_string_hash_py)
+    monkeypatch.setattr(index_file, "java_string_hash", message.java_string_hash_py)
+    monkeypatch.setattr(record, "_native_encode_record", None)
+
+
+def choose(implementation: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    message.tags_code.cache_clear()
+    if implementation == "python":
+        use_python(monkeypatch)
+    elif NATIVE is None:
+        pytest.skip("sidewinder._native is not loaded (SIDEWINDER_NATIVE=0?)")
+
+
+def reset() -> None:
+    """After the test (monkeypatch undoes the rest): no tags code cached from either."""
+    message.tags_code.cache_clear()
+
+
+@contextmanager
+def using(implementation: str) -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        choose(implementation, monkeypatch)
+        try:
+            yield
+        finally:
+            reset()
