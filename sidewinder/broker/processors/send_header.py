@@ -14,12 +14,21 @@ both with generated headers and the mutated real frames of the wire captures).
 
 from __future__ import annotations
 
-from sidewinder.broker.processors.send_batch import INT32_DIGITS, INT64_DIGITS, digits
 from sidewinder.common.native import NATIVE
 from sidewinder.protocol.codes import RequestCode
 from sidewinder.remoting.codec import FrameError, decode_json_header
 
 SendV2Fields = tuple[int, int, str, int, int, int, int, int, str]
+INT32_DIGITS = 9  # every number of up to 9 digits fits an int32; longer ones take the slow path
+INT64_DIGITS = 18
+
+
+def digits(text: str | None, width: int) -> int | None:
+    """A non-negative decimal of at most `width` ASCII digits, else None (for the slow path to
+    accept or refuse with its own remark)."""
+    if text and len(text) <= width and text.isdigit() and text.isascii():
+        return int(text)
+    return None
 
 
 def send_v2_fields_py(header: bytes | bytearray | memoryview) -> SendV2Fields | None:
