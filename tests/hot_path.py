@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 import pytest
 
+from sidewinder.broker.processors import send_batch, send_header
 from sidewinder.common.native import NATIVE
 from sidewinder.protocol import message, record
 from sidewinder.store import index_file
@@ -24,6 +25,7 @@ def use_python(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(message, "java_string_hash", message.java_string_hash_py)
     monkeypatch.setattr(index_file, "java_string_hash", message.java_string_hash_py)
     monkeypatch.setattr(record, "_native_encode_record", None)
+    monkeypatch.setattr(send_batch, "send_v2_fields", send_header.send_v2_fields_py)
 
 
 def choose(implementation: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -52,7 +52,7 @@ def test_the_reply_template_is_the_generic_reply_byte_for_byte(
     processor.store_host = store_host
     request = RemotingCommand(RequestCode.SEND_MESSAGE_V2, opaque=opaque)
     append = AppendResult(AppendStatus.PUT_OK, phy, 100, queue_offset, 1, 0, (phy,), store_host)
-    generic = processor._reply(request, PutResult(PutStatus.PUT_OK, append), queue_id)
+    generic = processor.reply(request, PutResult(PutStatus.PUT_OK, append), queue_id)
     fast = SendReplyFrames(region, trace_on, store_host).success(
         opaque, phy, queue_id, queue_offset
     )
@@ -139,7 +139,7 @@ def _fields(record: MessageRecord) -> tuple[object, ...]:
 
 
 async def _serve_and_send(
-    root: Path, *, batch: bool, flush: str, frames: list[bytes], replies: int
+    root: Path, *, lane: str, flush: str, frames: list[bytes], replies: int
 ) -> tuple[list[RemotingCommand], list[tuple[object, ...]]]:
     config = BrokerConfig.from_properties(
         {
@@ -157,9 +157,11 @@ async def _serve_and_send(
     topics.upsert(TopicConfig(TOPIC, 4, 4))
     groups = SubscriptionGroups(root / "config", auto_create=True)
     send = SendProcessor(config, store, topics, groups, max_delay_level=18)
-    send.batch_enabled = batch
+    send.lane.enabled = lane != "process"
     table = ProcessorTable()
     table.register(send, RequestCode.SEND_MESSAGE_V2)
+    if lane == "frames":
+        table.set_frame_lane(send.lane, RequestCode.SEND_MESSAGE_V2)
     server = RemotingServer(table, config.server)
     port = await server.start("127.0.0.1", 0)
     loop = asyncio.get_running_loop()
@@ -176,7 +178,7 @@ async def _serve_and_send(
             got += list(decoder.commands())
         await store.caught_up(2)
         records = [_fields(r) for r in store.commit_log.records()]
-        assert send.batched == (6 if batch else 0)  # 0-3, 7 and 9 are plain sends
+        assert send.lane.batched == (0 if lane == "process" else 6)  # 0-3, 7, 9 are plain
     finally:
         sock.close()
         await server.stop()
@@ -184,20 +186,20 @@ async def _serve_and_send(
     return sorted(got, key=lambda c: c.opaque), records
 
 
+@pytest.mark.parametrize("lane", ["batch", "frames"])
 @pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
 @pytest.mark.usefixtures("hot_path")
-def test_the_lane_answers_and_stores_as_process_does(tmp_path: Path, flush: str) -> None:
+def test_the_lane_answers_and_stores_as_process_does(tmp_path: Path, flush: str, lane: str) -> None:
+    """`batch`: the lane takes decoded requests; `frames`: it reads them from their frames."""
     frames, replies = _frames()
     results = {
-        batch: uvloop.run(
-            _serve_and_send(
-                tmp_path / str(batch), batch=batch, flush=flush, frames=frames, replies=replies
-            )
+        path: uvloop.run(
+            _serve_and_send(tmp_path / path, lane=path, flush=flush, frames=frames, replies=replies)
         )
-        for batch in (False, True)
+        for path in ("process", lane)
     }
-    (reference_replies, reference_records) = results[False]
-    (lane_replies, lane_records) = results[True]
+    (reference_replies, reference_records) = results["process"]
+    (lane_replies, lane_records) = results[lane]
     assert [r.opaque for r in reference_replies] == [1000 + n for n in range(10) if n != 7]
     codes = {r.opaque - 1000: r.code for r in reference_replies}
     assert codes[5] == ResponseCode.SYSTEM_ERROR and codes[0] == ResponseCode.SUCCESS

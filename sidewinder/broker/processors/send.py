@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import ipaddress
 import random
@@ -11,29 +10,21 @@ from dataclasses import replace
 
 from sidewinder.broker.config import PERM_WRITE, BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
-from sidewinder.broker.processors.send_batch import (
-    INT32_MAX,
-    INT64_MAX,
-    SendReplyFrames,
-    strip_wait,
-)
+from sidewinder.broker.processors.send_batch import SendLane
 from sidewinder.broker.schedule import schedule_for_delay
 from sidewinder.broker.topics import RETRY_GROUP_TOPIC_PREFIX, TopicTable, topic_name_problem
 from sidewinder.broker.transactions import to_half
-from sidewinder.protocol.codes import RequestCode, ResponseCode, SerializeType
-from sidewinder.protocol.command import ONEWAY_FLAG, RemotingCommand
+from sidewinder.protocol.codes import RequestCode, ResponseCode
+from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import (
     SEND_V2_NAMES,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
 )
 from sidewinder.protocol.message import MessageConst, property_value, without_property
-from sidewinder.protocol.record import TRANSACTION_TYPE_MASK, Host, MessageToStore
-from sidewinder.remoting.codec import encode_frame
+from sidewinder.protocol.record import Host, MessageToStore
 from sidewinder.remoting.dispatch import RequestContext
-from sidewinder.store.commit_log import AppendResult, AppendStatus
-from sidewinder.store.flush import FlushError
-from sidewinder.store.message_store import AppendedMany, MessageStore, PutResult, PutStatus
+from sidewinder.store.message_store import MessageStore, PutResult, PutStatus
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 NOT_ALLOWED_SEND_TOPICS = {
@@ -100,210 +91,9 @@ class SendProcessor:
         self.groups = groups
         self.store_host = host_of(config.broker_addr)
         self.cluster_property = f"{MessageConst.CLUSTER}\x01{config.broker_cluster_name}".encode()
-        # Topic names a plain send may go to without the checks of `process` (valid, not a
-        # system or retry topic): name -> its bytes, or b"" for one that needs them.
-        self._plain_names: dict[str, bytes] = {}
-        self._replies = SendReplyFrames(config.region_id, config.trace_on, self.store_host)
-        self.batch_enabled = True
-        self.batched = 0  # sends the batch path stored, ever
-
-    # -- the batch path ------------------------------------------------------------------------
-    def take_batch(
-        self, ctx: RequestContext, requests: list[RemotingCommand]
-    ) -> list[RemotingCommand]:
-        """The plain SEND_MESSAGE_V2 of one received chunk, stored in one pass and answered in
-        one write (durable first when the producer waits under SYNC_FLUSH). Everything else,
-        and anything that needs a refusal, goes back to `process`."""
-        if not self.batch_enabled or not self.config.broker_permission & PERM_WRITE:
-            return requests
-        address = ctx.remote_address
-        born = host_of(address) if address != "?" else self.store_host
-        others: list[RemotingCommand] = []
-        taken: list[RemotingCommand] = []
-        messages: list[MessageToStore] = []
-        waits: list[bool] = []
-        for request in requests:
-            plain = None
-            if request.code == RequestCode.SEND_MESSAGE_V2:
-                plain = self._plain(request, born)
-            if plain is None:
-                others.append(request)
-            else:
-                taken.append(request)
-                messages.append(plain[0])
-                waits.append(plain[1])
-        if messages:
-            self.batched += len(messages)
-            self._store_and_answer(ctx, taken, messages, waits)
-        return others
-
-    def _store_and_answer(
-        self,
-        ctx: RequestContext,
-        requests: list[RemotingCommand],
-        messages: list[MessageToStore],
-        waits: list[bool],
-    ) -> None:
-        appended = self.store.append_many(messages)
-        stored = len(appended.phy_offsets)
-        now: list[int] = []  # indexes answered at once
-        later: list[int] = []  # answered once durable
-        sync = self.store.sync_flush
-        for n in range(stored):
-            (later if sync and waits[n] else now).append(n)
-        frames = [self._stored_frame(requests[n], messages[n], appended, n) for n in now]
-        for n in range(stored, len(requests)):
-            reply = requests[n].reply(
-                ResponseCode.SERVICE_NOT_AVAILABLE, self._unavailable(appended.remark)
-            )
-            frames.append(encode_frame(reply))
-        if frames:
-            ctx.write_frames([f for f in frames if f])
-        if later:
-            last = later[-1]
-            end = appended.phy_offsets[last] + messages[last].record_size
-            self.store.durable(end).add_done_callback(
-                lambda done: self._answer_durable(ctx, requests, messages, appended, later, done)
-            )
-
-    def _answer_durable(
-        self,
-        ctx: RequestContext,
-        requests: list[RemotingCommand],
-        messages: list[MessageToStore],
-        appended: AppendedMany,
-        indexes: list[int],
-        done: asyncio.Future[bool],
-    ) -> None:
-        error = done.exception()
-        if error is None and done.result():
-            frames = [self._stored_frame(requests[n], messages[n], appended, n) for n in indexes]
-        else:
-            frames = []
-            for n in indexes:
-                if isinstance(error, FlushError):
-                    result = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=str(error))
-                else:
-                    result = PutResult(
-                        PutStatus.FLUSH_DISK_TIMEOUT,
-                        self._append_result(messages[n], appended, n),
-                        "not flushed within syncFlushTimeout "
-                        f"{self.store.config.sync_flush_timeout} ms",
-                    )
-                request = requests[n]
-                if not request.flag & ONEWAY_FLAG:
-                    frames.append(encode_frame(self._reply(request, result, messages[n].queue_id)))
-        ctx.write_frames([f for f in frames if f])
-
-    def _stored_frame(
-        self, request: RemotingCommand, message: MessageToStore, appended: AppendedMany, n: int
-    ) -> bytes:
-        """The SUCCESS reply to a stored send, b"" for a oneway one."""
-        if request.flag & ONEWAY_FLAG:
-            return b""
-        config = self.config
-        if request.serialize_type is SerializeType.JSON:
-            replies = self._replies
-            if replies.key != (config.region_id, config.trace_on):
-                replies = self._replies = SendReplyFrames(
-                    config.region_id, config.trace_on, self.store_host
-                )
-            return replies.success(
-                request.opaque, appended.phy_offsets[n], message.queue_id, appended.queue_offsets[n]
-            )
-        result = PutResult(PutStatus.PUT_OK, self._append_result(message, appended, n))
-        return encode_frame(self._reply(request, result, message.queue_id))
-
-    def _append_result(
-        self, message: MessageToStore, appended: AppendedMany, n: int
-    ) -> AppendResult:
-        phy = appended.phy_offsets[n]
-        return AppendResult(
-            AppendStatus.PUT_OK,
-            phy,
-            message.record_size,
-            appended.queue_offsets[n],
-            1,
-            0,
-            (phy,),
-            self.store_host,
-        )
-
-    def _plain(self, request: RemotingCommand, born: Host) -> tuple[MessageToStore, bool] | None:
-        """The message of a SEND_MESSAGE_V2 the batch path can store as it is, and whether its
-        producer waits for the flush; None for one that goes through `process`: a header that
-        needs checking, a topic to create or refuse, a retry, delayed or transactional send."""
-        ext = request.ext_fields
-        if ext is None or "a" not in ext or "c" not in ext or "d" not in ext:
-            return None
-        try:
-            name, queue, sys_text, born_text, flag_text = (
-                ext["b"],
-                ext["e"],
-                ext["f"],
-                ext["g"],
-                ext["h"],
-            )
-            reconsume_text = ext.get("j", "0")
-            # Plain decimal digits only (no sign, space or "_" that int() would take), then
-            # the ranges: anything else is for process() to accept or refuse.
-            numbers = queue + sys_text + born_text + flag_text + reconsume_text
-            if not (numbers.isdigit() and numbers.isascii()):
-                return None
-            queue_id, sys_flag, flag = int(queue), int(sys_text), int(flag_text)
-            born_timestamp, reconsume = int(born_text), int(reconsume_text)
-        except (KeyError, ValueError):
-            return None
-        if (
-            sys_flag & TRANSACTION_TYPE_MASK
-            or sys_flag > INT32_MAX
-            or flag > INT32_MAX
-            or reconsume > INT32_MAX
-            or born_timestamp > INT64_MAX
-        ):
-            return None
-        topic_bytes = self._plain_names.get(name)
-        if topic_bytes is None:
-            topic_bytes = self._plain_name(name)
-        topic = self.topics.get(name)
-        if (
-            not topic_bytes
-            or topic is None
-            or not topic.perm & PERM_WRITE
-            or (queue_id >= topic.write_queue_nums and queue_id >= topic.read_queue_nums)
-        ):
-            return None
-        properties = ext.get("i") or ""
-        if "DELAY\x01" in properties or "TRAN_MSG\x01" in properties:
-            return None
-        properties, wait = strip_wait(properties)
-        message = MessageToStore(
-            topic_bytes,
-            queue_id,
-            request.body_bytes,
-            self._with_cluster(properties.encode("utf-8", "surrogateescape")),
-            flag,
-            sys_flag,
-            born_timestamp,
-            born,
-            self.store_host,
-            reconsume,
-        )
-        if self.store.illegal(message):
-            return None
-        return message, wait
-
-    def _plain_name(self, name: str) -> bytes:
-        if len(self._plain_names) > 100_000:
-            self._plain_names.clear()
-        plain = (
-            not topic_name_problem(name)
-            and name not in NOT_ALLOWED_SEND_TOPICS
-            and not name.startswith(RETRY_GROUP_TOPIC_PREFIX)
-        )
-        encoded = name.encode() if plain else b""
-        self._plain_names[name] = encoded
-        return encoded
+        # The common send, many at a time (send_batch.SendLane): its `take_batch` is ours.
+        self.lane = SendLane(self)
+        self.take_batch = self.lane.take_batch
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         names = SEND_V2_NAMES if request.code != RequestCode.SEND_MESSAGE else None
@@ -365,7 +155,7 @@ class SendProcessor:
             result = await self.store.put_message(
                 message, wait=wait is None or wait.lower() != "false"
             )
-        return self._reply(request, result, queue_id)
+        return self.reply(request, result, queue_id)
 
     def _single_message(
         self,
@@ -417,6 +207,18 @@ class SendProcessor:
                 f"Sending message to topic[{header.topic}] is forbidden.",
             )
         return None
+
+    def plain_topic_name(self, name: str) -> bool:
+        """Whether sends to `name` need none of the name checks of `process` (a valid name,
+        not a system or retry topic)."""
+        return (
+            not topic_name_problem(name)
+            and name not in NOT_ALLOWED_SEND_TOPICS
+            and not name.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        )
+
+    def born_host(self, address: str) -> Host:
+        return host_of(address) if address != "?" else self.store_host
 
     async def topics_changed(self) -> None:
         """Replaced by the app: persist topics and tell the name servers, returning once the
@@ -471,7 +273,7 @@ class SendProcessor:
             topic=topic.encode(),
             queue_id=queue_id,
             body=body,
-            properties=self._with_cluster(properties),
+            properties=self.with_cluster(properties),
             flag=flag,
             sys_flag=header.sys_flag,
             born_timestamp=header.born_timestamp,
@@ -480,7 +282,7 @@ class SendProcessor:
             reconsume_times=header.reconsume_times or 0,
         )
 
-    def _with_cluster(self, properties: bytes) -> bytes:
+    def with_cluster(self, properties: bytes) -> bytes:
         """Add the CLUSTER property; like RocketMQ 4.9's messageProperties2String, no trailing
         separator (ali-ons reads an empty property from one)."""
         properties = properties.rstrip(b"\x02")
@@ -488,7 +290,7 @@ class SendProcessor:
             return self.cluster_property
         return properties + b"\x02" + self.cluster_property
 
-    def _reply(self, request: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
+    def reply(self, request: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
         status = result.status
         append = result.append
         if status in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT) and append is not None:
@@ -505,10 +307,10 @@ class SendProcessor:
             return request.reply(code, result.remark or None, ext_fields=ext)
         if status is PutStatus.MESSAGE_ILLEGAL:
             return request.reply(ResponseCode.MESSAGE_ILLEGAL, result.remark)
-        return request.reply(ResponseCode.SERVICE_NOT_AVAILABLE, self._unavailable(result.remark))
+        return request.reply(ResponseCode.SERVICE_NOT_AVAILABLE, self.unavailable(result.remark))
 
     @staticmethod
-    def _unavailable(remark: str) -> str:
+    def unavailable(remark: str) -> str:
         return (
             "service not available now. It may be caused by one of the following reasons: "
             f"the broker's disk is full, messages are put to the slave, message store has been "
