@@ -12,9 +12,11 @@ holding the GIL, so callers run it in an executor thread; the event loop never c
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import mmap
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,6 +32,11 @@ class DiskFullError(StoreFileError):
 
 
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+MADV_POPULATE_WRITE = 23  # Linux 5.14: fault pages in, writable, without writing them
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_libc.madvise.restype = ctypes.c_int
+PAGE = mmap.PAGESIZE
 
 
 def allocate(fd: int, offset: int, length: int, path: Path) -> None:
@@ -71,6 +78,15 @@ class MappedFile:
             os.close(self._fd)
             raise
         self.buffer = memoryview(self._map)
+        # Where the map starts, for madvise (ctypes, which lets go of the GIL: mmap's own
+        # madvise holds it). Valid while the map is; `_mapped` guards that.
+        anchor = ctypes.c_char.from_buffer(self._map)
+        self._address = ctypes.addressof(anchor)
+        del anchor
+        self._mapped = threading.Lock()
+        # Pages faulted in ahead of appends up to here (`populate`), and asked up to here.
+        self.populated_to = 0
+        self.populate_asked = 0
         # Recovery reads no further: past it a sparse file has holes, and on tmpfs even a read
         # of a hole takes a block (a SIGBUS when the disk is full). See check_found_file.
         self.data_end = size
@@ -173,7 +189,26 @@ class MappedFile:
         """fdatasync whatever was written through the map (files not written by appending)."""
         os.fdatasync(self._fd)
 
+    def populate(self, end: int) -> None:
+        """Fault the map's pages in, writable, from `populated_to` up to `end`, so that appends
+        there take no page fault: on the event loop a fault costs more than the record's copy.
+        Blocking (an executor's job); where the kernel has no MADV_POPULATE_WRITE, the appends
+        fault as before."""
+        start = self.populated_to - self.populated_to % PAGE
+        end = min(end, self.size)
+        if end <= start:
+            return
+        self.populated_to = end
+        with self._mapped:
+            if self._fd < 0:
+                return
+            _libc.madvise(self._address + start, end - start, MADV_POPULATE_WRITE)
+
     def close(self) -> None:
+        with self._mapped:
+            self._close()
+
+    def _close(self) -> None:
         if self._fd < 0:
             return
         self._return_buffer()
