@@ -24,6 +24,7 @@ def use_python(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every place that bound a native function gets its Python reference back."""
     monkeypatch.setattr(message, "java_string_hash", message.java_string_hash_py)
     monkeypatch.setattr(index_file, "java_string_hash", message.java_string_hash_py)
+    monkeypatch.setattr(index_file, "ascii_hash", index_file.ascii_hash_py)
     monkeypatch.setattr(record, "_native_encode_record", None)
     monkeypatch.setattr(send_batch, "send_v2_fields", send_header.send_v2_fields_py)
 

@@ -85,3 +85,12 @@ mod tests {
         assert_eq!(hash_code_points(&[0xD800]), 0xD800);
     }
 }
+
+/// `String.hashCode()` of ASCII text given as its bytes (each byte one code unit), unsigned.
+pub fn ascii_bytes_hash(bytes: &[u8]) -> u32 {
+    let mut h: u32 = 0;
+    for &b in bytes {
+        h = h.wrapping_mul(31).wrapping_add(b as u32);
+    }
+    h
+}

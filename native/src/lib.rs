@@ -19,7 +19,7 @@ mod _native {
     /// Bumped when a function's signature changes, so a stale build in the source tree is
     /// refused rather than called with the wrong arguments.
     #[pymodule_export]
-    const API_VERSION: u32 = 4;
+    const API_VERSION: u32 = 5;
 
     /// Java's `String.hashCode()` of `text`: the 31-polynomial over its UTF-16 code units, as a
     /// signed int32 (reference: `sidewinder.protocol.message.java_string_hash_py`). Lone
@@ -28,6 +28,14 @@ mod _native {
     #[pyfunction]
     fn java_string_hash(text: &Bound<'_, PyString>) -> PyResult<i32> {
         crate::hash::java_string_hash(text)
+    }
+
+    /// `String.hashCode()` of ASCII text given as bytes, unsigned (reference:
+    /// `sidewinder.store.index_file.ascii_hash_py`; the index hashes its keys with it).
+    #[pyfunction]
+    fn ascii_hash(data: &Bound<'_, PyAny>) -> PyResult<u32> {
+        let data = crate::buffer::ReadBuf::get(data)?;
+        Ok(crate::hash::ascii_bytes_hash(data.as_slice()))
     }
 
     /// What the send lane reads of a SEND_MESSAGE_V2 JSON header: (opaque, flag, topic,

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from sidewinder.common.native import NATIVE
 from sidewinder.protocol.message import java_string_hash
 from sidewinder.store.mapped_file import DiskFullError, MappedFile
 
@@ -64,7 +65,7 @@ def _hex_quad_hashes() -> list[int]:
     return _HEX_QUADS
 
 
-def ascii_hash(data: bytes) -> int:
+def ascii_hash_py(data: bytes) -> int:
     """String.hashCode() of ASCII text (its bytes are its UTF-16 units), unsigned; at most
     1024 bytes. A 32-digit uppercase hex string (a UNIQ_KEY) takes 8 table look-ups."""
     if len(data) == 32 and data.isupper():
@@ -314,3 +315,6 @@ class IndexFile:
     def close(self) -> None:
         self.view.view.release()
         self.file.close()
+
+
+ascii_hash = NATIVE.ascii_hash if NATIVE is not None else ascii_hash_py

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sidewinder.protocol.message import decode_properties, encode_properties
+from sidewinder.store import index_file
 from sidewinder.store.consume_queue import ConsumeQueue, ConsumeQueueGapError, read_queue
 from sidewinder.store.dispatchers import last_property, pack_entries
 from sidewinder.store.index_file import (
@@ -20,6 +21,7 @@ from sidewinder.store.index_file import (
     index_key_hash,
 )
 from sidewinder.store.index_service import IndexService
+from tests.hot_path import IMPLEMENTATIONS, using
 
 FILE = 5 * 20  # five entries per file
 
@@ -109,14 +111,20 @@ _HEX_KEYS = st.text("0123456789ABCDEF", min_size=32, max_size=32).map(str.encode
 _KEY_BYTES = st.binary(max_size=40) | _HEX_KEYS | st.text(max_size=1100).map(str.encode)
 
 
-@given(st.binary(max_size=30) | st.text(max_size=20).map(str.encode), _KEY_BYTES)
-def test_keys_hashed_from_bytes_as_from_the_decoded_index_key(topic: bytes, key: bytes) -> None:
-    expected = index_key_hash(
-        index_key(topic.decode(errors="surrogateescape"), key.decode(errors="surrogateescape"))
-    )
-    hasher = TopicKeyHasher()
-    assert hasher.key_hash(topic, key) == expected
-    assert hasher.key_hash(topic, key) == expected  # the topic's cached prefix
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
+@given(topic=st.binary(max_size=30) | st.text(max_size=20).map(str.encode), key=_KEY_BYTES)
+def test_keys_hashed_from_bytes_as_from_the_decoded_index_key(
+    implementation: str, topic: bytes, key: bytes
+) -> None:
+    with using(implementation):
+        expected = index_key_hash(
+            index_key(topic.decode(errors="surrogateescape"), key.decode(errors="surrogateescape"))
+        )
+        hasher = TopicKeyHasher()
+        assert hasher.key_hash(topic, key) == expected
+        assert hasher.key_hash(topic, key) == expected  # the topic's cached prefix
+        if key.isascii():
+            assert index_file.ascii_hash(key) == index_file.ascii_hash_py(key)
 
 
 def test_a_key_whose_hash_is_integer_min_value_hashes_to_zero() -> None:
