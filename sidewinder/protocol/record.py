@@ -196,7 +196,10 @@ def record_size(
 _FIXED_V4_SIZE = record_size(body_len=0, topic_len=0, properties_len=0)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ (a setattr call per field) tripled the cost of
+# making one, and every send makes one. Treat it as immutable all the same: its record size
+# and stored SYSFLAG are worked out at construction (dataclasses.replace makes a new one).
+@dataclass(slots=True)
 class MessageToStore:
     """What the store needs of an incoming message; queue and physical offsets come at append.
 
@@ -232,11 +235,10 @@ class MessageToStore:
             size += 12
         if len(self.topic) > MAX_TOPIC_LENGTH_V1:
             size += 1
-        setattr_ = object.__setattr__
-        setattr_(self, "stored_sys_flag", flag)
-        setattr_(self, "record_size", size)
+        self.stored_sys_flag = flag
+        self.record_size = size
         # surrogateescape: any bytes decode, and the same way MessageRecord.topic does.
-        setattr_(self, "topic_name", self.topic.decode("utf-8", "surrogateescape"))
+        self.topic_name = self.topic.decode("utf-8", "surrogateescape")
 
     @property
     def uses_v2(self) -> bool:
