@@ -30,7 +30,13 @@ from sidewinder.protocol.codes import (
 )
 from sidewinder.protocol.command import ONEWAY_FLAG, RESPONSE_FLAG, RemotingCommand
 from sidewinder.protocol.message import encode_offset_msg_id
-from sidewinder.protocol.record import TRANSACTION_TYPE_MASK, Host, MessageToStore
+from sidewinder.protocol.record import (
+    END_FILE_MIN_BLANK_LENGTH,
+    MAX_PROPERTIES_LENGTH,
+    TRANSACTION_TYPE_MASK,
+    Host,
+    MessageToStore,
+)
 from sidewinder.remoting.codec import RawFrame, encode_frame
 from sidewinder.remoting.dispatch import RequestContext
 from sidewinder.store.commit_log import AppendResult, AppendStatus
@@ -95,8 +101,11 @@ class SendLane:
         self.processor = processor
         self.config = processor.config
         self.store = processor.store
-        self.topics = processor.topics
+        self._topics = processor.topics.topics  # name -> TopicConfig, read per send
         self.store_host = processor.store_host
+        # The CLUSTER property a stored send ends with (SendProcessor.with_cluster's rule).
+        self._cluster_property = processor.cluster_property
+        self._cluster_tail = b"\x02" + processor.cluster_property
         # Topic names a plain send may go to without the checks of `process`: name -> its
         # bytes, or b"" for one that needs them.
         self._plain_names: dict[str, bytes] = {}
@@ -114,6 +123,7 @@ class SendLane:
         if not self.enabled or not self.config.broker_permission & PERM_WRITE:
             return requests
         born = self.processor.born_host(ctx.remote_address)
+        size_limit = self._size_limit()
         others: list[RemotingCommand] = []
         asks: list[tuple[int, int, SerializeType]] = []
         messages: list[MessageToStore] = []
@@ -123,7 +133,7 @@ class SendLane:
             if request.code == RequestCode.SEND_MESSAGE_V2:
                 fields = fields_from_ext(request)
                 if fields is not None:
-                    plain = self._plain(fields, request.body_bytes, born)
+                    plain = self._plain(fields, request.body_bytes, born, size_limit)
             if plain is None:
                 others.append(request)
             else:
@@ -140,6 +150,7 @@ class SendLane:
         if not self.enabled or not self.config.broker_permission & PERM_WRITE:
             return frames
         born = self.processor.born_host(ctx.remote_address)
+        size_limit = self._size_limit()
         others: list[RawFrame] = []
         asks: list[tuple[int, int, SerializeType]] = []
         messages: list[MessageToStore] = []
@@ -150,7 +161,7 @@ class SendLane:
             if frame.serialize_type is json:
                 fields = send_v2_fields(frame.header)
                 if fields is not None and not fields[1] & RESPONSE_FLAG:
-                    plain = self._plain(fields, frame.body or b"", born)
+                    plain = self._plain(fields, frame.body or b"", born, size_limit)
             if plain is None:
                 others.append(frame)
             else:
@@ -162,11 +173,12 @@ class SendLane:
         return others
 
     def _plain(
-        self, fields: SendV2Fields, body: bytes, born: Host
+        self, fields: SendV2Fields, body: bytes, born: Host, size_limit: int
     ) -> tuple[MessageToStore, bool] | None:
         """The message of a send the lane can store as it is, and whether its producer waits
         for the flush; None for one that goes through `process`: a topic to create or refuse,
-        a retry, delayed or transactional send, a number out of range."""
+        a retry, delayed or transactional send, a number out of range, a message too big
+        (`size_limit`: the CommitLog's, see `_size_limit`)."""
         _, _, name, queue_id, sys_flag, born_timestamp, flag, reconsume, properties = fields
         if (
             sys_flag & TRANSACTION_TYPE_MASK
@@ -179,22 +191,23 @@ class SendLane:
         topic_bytes = self._plain_names.get(name)
         if topic_bytes is None:
             topic_bytes = self._plain_name(name)
-        topic = self.topics.get(name)
+        topic = self._topics.get(name)
         if (
             not topic_bytes
             or topic is None
             or not topic.perm & PERM_WRITE
             or (queue_id >= topic.write_queue_nums and queue_id >= topic.read_queue_nums)
+            or "DELAY\x01" in properties
+            or "TRAN_MSG\x01" in properties
         ):
             return None
-        if "DELAY\x01" in properties or "TRAN_MSG\x01" in properties:
-            return None
         properties, wait = strip_wait(properties)
+        encoded = properties.encode("utf-8", "surrogateescape").rstrip(b"\x02")
         message = MessageToStore(
             topic_bytes,
             queue_id,
             body,
-            self.processor.with_cluster(properties.encode("utf-8", "surrogateescape")),
+            encoded + self._cluster_tail if encoded else self._cluster_property,
             flag,
             sys_flag,
             born_timestamp,
@@ -202,9 +215,18 @@ class SendLane:
             self.store_host,
             reconsume,
         )
-        if self.store.illegal(message):
+        # A plain name is at most 127 ASCII characters and the numbers fit: what is left of
+        # CommitLog.illegal is the sizes.
+        if message.record_size > size_limit or len(message.properties) > MAX_PROPERTIES_LENGTH:
             return None
         return message, wait
+
+    def _size_limit(self) -> int:
+        """The largest record the CommitLog takes (maxMessageSize, and a segment's room)."""
+        commit_log = self.store.commit_log
+        return min(
+            commit_log.max_message_size, commit_log.files.file_size - END_FILE_MIN_BLANK_LENGTH
+        )
 
     def _plain_name(self, name: str) -> bytes:
         if len(self._plain_names) > 100_000:
@@ -229,7 +251,7 @@ class SendLane:
         sync = self.store.sync_flush
         for n in range(stored):
             (later if sync and waits[n] else now).append(n)
-        frames = [self._stored_frame(asks[n], messages[n], appended, n) for n in now]
+        frames = self._stored_frames(asks, messages, appended, now)
         unavailable = self.processor.unavailable(appended.remark)
         for n in range(stored, len(asks)):
             frames.append(
@@ -255,7 +277,7 @@ class SendLane:
     ) -> None:
         error = done.exception()
         if error is None and done.result():
-            frames = [self._stored_frame(asks[n], messages[n], appended, n) for n in indexes]
+            frames = self._stored_frames(asks, messages, appended, indexes)
         else:
             frames = []
             for n in indexes:
@@ -271,29 +293,34 @@ class SendLane:
                 frames.append(self._generic_frame(asks[n], result, messages[n].queue_id))
         ctx.write_frames([f for f in frames if f])
 
-    def _stored_frame(
+    def _stored_frames(
         self,
-        ask: tuple[int, int, SerializeType],
-        message: MessageToStore,
+        asks: list[tuple[int, int, SerializeType]],
+        messages: list[MessageToStore],
         appended: AppendedMany,
-        n: int,
-    ) -> bytes:
-        """The SUCCESS reply to a stored send, b"" for a oneway one."""
-        opaque, flag, serialize_type = ask
-        if flag & ONEWAY_FLAG:
-            return b""
-        if serialize_type is SerializeType.JSON:
-            config = self.config
-            replies = self._replies
-            if replies.key != (config.region_id, config.trace_on):
-                replies = self._replies = SendReplyFrames(
-                    config.region_id, config.trace_on, self.store_host
-                )
-            return replies.success(
-                opaque, appended.phy_offsets[n], message.queue_id, appended.queue_offsets[n]
+        indexes: list[int],
+    ) -> list[bytes]:
+        """The SUCCESS replies to stored sends (none to a oneway one)."""
+        config = self.config
+        replies = self._replies
+        if replies.key != (config.region_id, config.trace_on):
+            replies = self._replies = SendReplyFrames(
+                config.region_id, config.trace_on, self.store_host
             )
-        result = PutResult(PutStatus.PUT_OK, self._append_result(message, appended, n))
-        return self._generic_frame(ask, result, message.queue_id)
+        success = replies.success
+        phys, offsets = appended.phy_offsets, appended.queue_offsets
+        json = SerializeType.JSON
+        frames: list[bytes] = []
+        for n in indexes:
+            opaque, flag, serialize_type = asks[n]
+            if flag & ONEWAY_FLAG:
+                continue
+            if serialize_type is json:
+                frames.append(success(opaque, phys[n], messages[n].queue_id, offsets[n]))
+            else:
+                result = PutResult(PutStatus.PUT_OK, self._append_result(messages[n], appended, n))
+                frames.append(self._generic_frame(asks[n], result, messages[n].queue_id))
+        return frames
 
     def _generic_frame(
         self, ask: tuple[int, int, SerializeType], result: PutResult, queue_id: int
