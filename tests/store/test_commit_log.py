@@ -197,9 +197,9 @@ def _resident_kib(path: Path) -> int:
     raise AssertionError(f"{path} is not mapped")
 
 
-def test_pages_ahead_of_appends_are_faulted_in_off_the_writer(tmp_path: Path) -> None:
+def test_pages_ahead_of_appends_are_mapped_in_off_the_writer(tmp_path: Path) -> None:
     """A fault on the event loop costs more than the record's copy: the allocator's thread
-    faults the next pages in (MADV_POPULATE_WRITE) before appends reach them."""
+    faults the next pages in (MADV_POPULATE_READ) before appends reach them."""
     size = 32 << 20
     with ThreadPoolExecutor(1) as executor:
         log = CommitLog(tmp_path, segment_size=size, max_message_size=1 << 16, store_host=HOST)
