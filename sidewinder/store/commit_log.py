@@ -104,42 +104,22 @@ class CommitLog:
 
     # -- writing --------------------------------------------------------------------------------
     def put(self, message: MessageToStore, now_ms: int | None = None) -> AppendResult:
-        """Append one message: put_batch's work without its loops (the common send)."""
+        """Append one message (put_many's work for one, checked first)."""
         problem = self.illegal(message)
         if problem:
             return AppendResult(AppendStatus.MESSAGE_ILLEGAL, remark=problem)
-        size = message.record_size
         stamp = int(time.time() * 1000) if now_ms is None else now_ms
-        target = self._file_with_room(size)
-        key = (message.topic_name, message.queue_id)
-        queue_offset = self.queue_offsets.get(key, 0)
-        counted = message.stored_sys_flag & TRANSACTION_TYPE_MASK not in _UNCOUNTED
-        position = target.wrote_position
-        phy = target.file_from_offset + position
-        try:
-            encode_record(
-                message,
-                target.write_buffer,
-                position,
-                queue_offset=queue_offset if counted else 0,
-                phy_offset=phy,
-                store_timestamp=stamp,
-            )
-        except BaseException:
-            target.write_buffer[position : position + size] = bytes(size)
-            raise
-        target.wrote_position = position + size
-        if counted:
-            self.queue_offsets[key] = queue_offset + 1
-        self.last_store_timestamp = stamp
+        phys, queue_offsets, error = self.put_many((message,), stamp)
+        if error is not None:
+            raise error
         return AppendResult(
             AppendStatus.PUT_OK,
-            phy,
-            size,
-            queue_offset if counted else 0,
+            phys[0],
+            message.record_size,
+            queue_offsets[0],
             1,
             stamp,
-            (phy,),
+            (phys[0],),
             self.store_host,
         )
 
