@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 
 import pytest
 import structlog
@@ -37,3 +39,31 @@ def test_environment_and_bad_values(monkeypatch: pytest.MonkeyPatch) -> None:
         configure_logging("loud")
     with pytest.raises(ValueError, match="'xml'"):
         configure_logging(fmt="xml")
+
+
+def test_the_client_keeps_its_logs_off_the_programs_stdout() -> None:
+    """A program using the client prints its own lines on stdout; the client's log lines go to
+    stderr (structlog alone would print them to stdout, into the program's output)."""
+    program = (
+        "import structlog, sidewinder.client\n"
+        "print('mine')\n"
+        "structlog.get_logger('sidewinder.client.x').info('client.rebalanced', added=1)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout == "mine\n"
+    assert "client.rebalanced" in done.stderr
+
+
+def test_a_program_that_configures_structlog_keeps_its_configuration() -> None:
+    program = (
+        "import sys, structlog\n"
+        "structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stdout))\n"
+        "import sidewinder.client\n"
+        "structlog.get_logger().info('theirs')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "theirs" in done.stdout

@@ -39,3 +39,15 @@ def configure_logging(
         logger_factory=structlog.PrintLoggerFactory(stream or sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+def configure_library_logging() -> None:
+    """For code that runs inside someone else's program (the client): unless the program has
+    configured structlog itself, log to stderr at $SIDEWINDER_LOG_LEVEL (INFO), so that the
+    program's own stdout stays its own (structlog's default prints to stdout)."""
+    if structlog.is_configured():
+        return
+    try:
+        configure_logging(stream=sys.stderr)
+    except ValueError:
+        configure_logging("INFO", fmt="console", stream=sys.stderr)
