@@ -1149,9 +1149,17 @@ public final class Driver {
         Collection<MessageQueue> mqs = sortQueues(c.fetchMessageQueues(topic));
         c.assign(mqs);
         if (seek != null) {
+            // assign() has already started a pull task per queue. A task whose pull from the old offset
+            // returns while seek() holds the queue lock can still cache those messages once seek()'s
+            // replacement task has consumed the seek offset (DefaultLitePullConsumerImpl 4.9.x, seen in CI).
+            // Paused, the replacement task waits a full pause period before it reads the seek offset,
+            // so the stale pull finds it still set and drops its messages.
+            c.pause(mqs);
             for (MessageQueue mq : mqs) {
                 c.seek(mq, seek);
             }
+            Thread.sleep(200);
+            c.resume(mqs);
         }
         emit(ev("ready"));
         long lingerUntil = Long.MAX_VALUE;
