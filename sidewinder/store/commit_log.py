@@ -85,6 +85,9 @@ def _blank_tail_at(view: memoryview, position: int, segment_size: int) -> bool:
     return magic == BLANK_MAGIC and position + total == segment_size
 
 
+_MIN_STAGING = 1 << 20
+
+
 class CommitLog:
     def __init__(
         self,
@@ -101,6 +104,9 @@ class CommitLog:
         # The next queue offset of every (topic, queue): RocketMQ's topicQueueTable.
         self.queue_offsets: dict[QueueKey, int] = {}
         self.last_store_timestamp = 0
+        # Appends are encoded here and written into the segment with one pwrite per put (see
+        # MappedFile.write_at); a batch, at most maxMessageSize, always fits at once.
+        self._staging = memoryview(bytearray(max(max_message_size, _MIN_STAGING)))
 
     # -- writing --------------------------------------------------------------------------------
     def put(self, message: MessageToStore, now_ms: int | None = None) -> AppendResult:
@@ -148,7 +154,7 @@ class CommitLog:
         queue_offset = first_queue_offset = self.queue_offsets.get(key, 0)
         start = position = target.wrote_position
         base = target.file_from_offset
-        buffer = target.write_buffer
+        buffer, shift = self._stage(target, start)
         phys = []
         try:
             for n, message in enumerate(messages):
@@ -160,7 +166,7 @@ class CommitLog:
                 position += encode_record(
                     message,
                     buffer,
-                    position,
+                    position - shift,
                     queue_offset=queue_offset if counted else 0,
                     phy_offset=base + position,
                     store_timestamp=stamp,
@@ -169,9 +175,9 @@ class CommitLog:
                     queue_offset += 1
         except BaseException:
             # Never leave whole-looking records past the end: recovery would take them back.
-            buffer[start:position] = bytes(position - start)
+            buffer[start - shift : position - shift] = bytes(position - start)
             raise
-        target.wrote_position = position
+        self._publish(target, start, position)
         self.queue_offsets[key] = queue_offset
         # After wrote_position: a flush that reads this stamp first covers every record up to it.
         self.last_store_timestamp = stamp
@@ -201,17 +207,27 @@ class CommitLog:
             target = self.files.writable_file()
         except DiskFullError as exc:
             return phys, offsets, exc
-        buffer, base = target.write_buffer, target.file_from_offset
-        position, limit = target.wrote_position, target.size - END_FILE_MIN_BLANK_LENGTH
+        base = target.file_from_offset
+        start = position = target.wrote_position
+        limit = target.size - END_FILE_MIN_BLANK_LENGTH
+        buffer, shift = self._stage(target, start)
+        room = shift + len(buffer)  # where the staging buffer ends, as a position in the file
+        published = 0  # how many of `phys` are in the file
+        error: DiskFullError | None = None
         try:
             for message in messages:
                 size = message.record_size
-                if position + size > limit:
-                    target.wrote_position = position
-                    target = self._file_with_room(size)
-                    buffer, base = target.write_buffer, target.file_from_offset
-                    position = target.wrote_position
-                    limit = target.size - END_FILE_MIN_BLANK_LENGTH
+                if position + size > limit or position + size > room:
+                    self._publish(target, start, position)
+                    published = len(phys)
+                    if position + size > limit:
+                        target = self._file_with_room(size)
+                        base = target.file_from_offset
+                        position = target.wrote_position
+                        limit = target.size - END_FILE_MIN_BLANK_LENGTH
+                    start = position
+                    buffer, shift = self._stage(target, start)
+                    room = shift + len(buffer)
                 key = (message.topic_name, message.queue_id)
                 queue_offset = queue_offsets.get(key, 0)
                 counted = message.stored_sys_flag & TRANSACTION_TYPE_MASK not in _UNCOUNTED
@@ -219,14 +235,14 @@ class CommitLog:
                     encode_record(
                         message,
                         buffer,
-                        position,
+                        position - shift,
                         queue_offset=queue_offset if counted else 0,
                         phy_offset=base + position,
                         store_timestamp=stamp,
                     )
                 except BaseException:
                     # Never leave a whole-looking record past the end: recovery would take it.
-                    buffer[position : position + size] = bytes(size)
+                    buffer[position - shift : position - shift + size] = bytes(size)
                     raise
                 phys.append(base + position)
                 offsets.append(queue_offset if counted else 0)
@@ -234,16 +250,49 @@ class CommitLog:
                     queue_offsets[key] = queue_offset + 1
                 position += size
         except DiskFullError as exc:
-            target.wrote_position = position
-            self._stamped(phys, stamp)
-            return phys, offsets, exc
+            error = exc
         except BaseException:
-            target.wrote_position = position
+            self._publish_or_forget(target, start, position, messages, phys, offsets, published)
             self._stamped(phys, stamp)
             raise
-        target.wrote_position = position
+        self._publish_or_forget(target, start, position, messages, phys, offsets, published)
         self._stamped(phys, stamp)
-        return phys, offsets, None
+        return phys, offsets, error
+
+    def _stage(self, target: MappedFile, position: int) -> tuple[memoryview, int]:
+        """Where appends to `target` from `position` are encoded: a buffer, and the position
+        its index 0 stands for. A segment with a TransientStorePool buffer takes them there."""
+        if target.pooled:
+            return target.write_buffer, 0
+        return self._staging, position
+
+    def _publish(self, target: MappedFile, start: int, end: int) -> None:
+        """Put the appends staged for `[start, end)` of `target` into the file, for readers."""
+        if end > start and not target.pooled:
+            target.write_at(self._staging[: end - start], start)
+        target.wrote_position = end
+
+    def _publish_or_forget(
+        self,
+        target: MappedFile,
+        start: int,
+        end: int,
+        messages: Sequence[MessageToStore],
+        phys: list[int],
+        offsets: list[int],
+        published: int,
+    ) -> None:
+        """Publish put_many's last staged appends; if the write fails (an I/O error), give
+        their queue offsets back and drop them from `phys` / `offsets`, then raise."""
+        try:
+            self._publish(target, start, end)
+        except BaseException:
+            taken = zip(messages[published:], offsets[published:], strict=False)
+            for message, offset in reversed(list(taken)):
+                if message.stored_sys_flag & TRANSACTION_TYPE_MASK not in _UNCOUNTED:
+                    self.queue_offsets[(message.topic_name, message.queue_id)] = offset
+            del phys[published:], offsets[published:]
+            raise
 
     def _stamped(self, phys: list[int], stamp: int) -> None:
         # After wrote_position: a flush that reads this stamp first covers every record up to it.
@@ -313,7 +362,10 @@ class CommitLog:
         if size + END_FILE_MIN_BLANK_LENGTH <= current.remaining:
             return current
         # Close this segment with a blank record over all that is left, as RocketMQ does.
-        encode_blank(current.write_buffer, current.wrote_position, current.remaining)
+        start = current.wrote_position
+        buffer, shift = self._stage(current, start)
+        encode_blank(buffer, start - shift, current.remaining)
+        self._publish(current, start, start + END_FILE_MIN_BLANK_LENGTH)
         current.wrote_position = current.size
         return self.files.writable_file()
 

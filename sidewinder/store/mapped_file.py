@@ -93,8 +93,9 @@ class MappedFile:
         # Recovery reads no further: past it a sparse file has holes, and on tmpfs even a read
         # of a hole takes a block (a SIGBUS when the disk is full). See check_found_file.
         self.data_end = size
-        # Appends go to `write_buffer`: the map itself, or a TransientStorePool buffer whose
-        # bytes reach the file only when committed. Readers see the committed part only.
+        # A TransientStorePool buffer whose bytes reach the file only when committed, while
+        # the segment has one (readers see the committed part only); otherwise the map, though
+        # the CommitLog appends with `write_at`.
         self.write_buffer = self.buffer
         self._give_back: Callable[[memoryview], None] | None = None
         self.wrote_position = 0
@@ -141,6 +142,18 @@ class MappedFile:
         """How far readers (and flushes) may go: what reached the file."""
         return self.committed_position if self.pooled else self.wrote_position
 
+    def write_at(self, data: memoryview, position: int) -> None:
+        """Write `data` into the file at `position` with pwrite (the GIL let go meanwhile).
+
+        The CommitLog appends this way rather than by storing through the map: each writeback
+        write-protects the pages stored into through a shared map again, and on ext4 the
+        fdatasync after such a store grows with how much of the file was written that way
+        (0.17 ms on a fresh file, 0.6-0.8 ms after 300 MiB, here); after a pwrite it stays
+        at 0.12 ms. Readers still read through the map, which shares the page cache."""
+        written = 0
+        while written < len(data):
+            written += os.pwrite(self._fd, data[written:], position + written)
+
     def commit(self) -> int:
         """Copy appended bytes from the pool buffer into the file (a pwrite, GIL released);
         the buffer goes back to the pool once the file is full. Blocking."""
@@ -148,10 +161,8 @@ class MappedFile:
             return self.wrote_position
         target = self.wrote_position
         if target > self.committed_position:
-            chunk = self.write_buffer[self.committed_position : target]
-            written = 0
-            while written < len(chunk):
-                written += os.pwrite(self._fd, chunk[written:], self.committed_position + written)
+            start = self.committed_position
+            self.write_at(self.write_buffer[start:target], start)
             self.committed_position = target
         if self.committed_position == self.size:
             self._return_buffer()
@@ -193,10 +204,10 @@ class MappedFile:
         os.fdatasync(self._fd)
 
     def populate(self, end: int) -> None:
-        """Map the pages from `populated_to` up to `end` in, so that appends there take only
-        a light write fault: on the event loop a full fault costs more than the record's copy.
-        Blocking (an executor's job); where the kernel has no MADV_POPULATE_READ, the appends
-        fault as before."""
+        """Map the pages from `populated_to` up to `end` in, so that the appends' pwrites find
+        them in the page cache and readers of the map (dispatch, pulls) take no fault there.
+        Blocking (an executor's job); where the kernel has no MADV_POPULATE_READ, they fault
+        as before."""
         start = self.populated_to - self.populated_to % PAGE
         end = min(end, self.size)
         if end <= start:

@@ -220,3 +220,50 @@ def test_pages_ahead_of_appends_are_mapped_in_off_the_writer(tmp_path: Path) -> 
         records = list(log.records())
         assert bytes(records[0].body) == b"x" * 100 and bytes(records[-1].body) == b"y" * 4000
         log.close()
+
+
+@pytest.mark.usefixtures("hot_path")
+def test_a_chunk_larger_than_the_staging_buffer_lands_whole_across_segments(
+    tmp_path: Path,
+) -> None:
+    """put_many encodes into a staging buffer and writes it into the segment with pwrite; a
+    chunk of 3 MiB goes through the 1 MiB buffer in parts and over a segment's end."""
+    segment = 2 << 20
+    log = CommitLog(tmp_path, segment_size=segment, max_message_size=1 << 16, store_host=HOST)
+    log.load()
+    log.recover()
+    chunk = [message("T", n % 3, bytes([n]) * 60_000, n) for n in range(50)]
+    phys, offsets, error = log.put_many(chunk, now_ms=7)
+    assert error is None and len(phys) == 50
+    assert offsets == [n // 3 for n in range(50)]
+    assert log.files.files[-1].file_from_offset == segment  # it rolled
+    log.flush()
+    log.close()
+    got = [
+        (r.phy_offset, r.queue_id, r.queue_offset, bytes(r.body)) for _, r in iter_records(tmp_path)
+    ]
+    assert got == [(p, n % 3, n // 3, bytes([n]) * 60_000) for n, p in enumerate(phys)]
+
+
+def test_a_failed_write_gives_its_queue_offsets_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An I/O error writing a chunk into the segment fails the put and leaves no gap: the
+    queue offsets the unwritten records took are taken again by the next put."""
+    log = commit_log(tmp_path)
+    assert log.put(message("T", 0, b"first", 0)).queue_offset == 0
+    end = log.max_offset
+
+    def broken(fd: int, data: object, offset: int) -> int:
+        raise OSError(5, "Input/output error")
+
+    with monkeypatch.context() as patch:
+        patch.setattr("sidewinder.store.mapped_file.os.pwrite", broken)
+        with pytest.raises(OSError, match="Input/output"):
+            log.put_many([message("T", 0, b"lost", 1), message("T", 1, b"lost", 2)])
+    assert log.max_offset == end
+    assert log.queue_offsets == {("T", 0): 1, ("T", 1): 0}
+    again = log.put(message("T", 0, b"second", 3))
+    assert (again.phy_offset, again.queue_offset) == (end, 1)
+    assert [bytes(r.body) for r in log.records()] == [b"first", b"second"]
+    log.close()
