@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -119,7 +120,7 @@ class DriverRun:
     events: list[dict[str, Any]]
     stderr: str
     seconds: float
-    workdir: Path
+    log_tails: str
     junk: list[str] = field(default_factory=list)
 
     def of(self, kind: str) -> list[dict[str, Any]]:
@@ -136,14 +137,11 @@ class DriverRun:
 
     def describe(self) -> str:
         counts = {k: len(self.of(k)) for k in ("sent", "received", "error", "done")}
-        logs = "\n".join(
-            f"--- {p}\n" + "\n".join(p.read_text(errors="replace").splitlines()[-15:])
-            for p in sorted(self.workdir.rglob("*.log"))[:4]
-        )
         return (
             f"{self.client} {' '.join(self.argv)} -> exit {self.returncode} in "
             f"{self.seconds:.1f} s, events {counts}\nerrors: {self.errors()[:5]}\n"
-            f"non-JSON stdout: {self.junk[:5]}\nstderr tail:\n{self.stderr[-2000:]}\n{logs}"
+            f"non-JSON stdout: {self.junk[:5]}\nstderr tail:\n{self.stderr[-2000:]}\n"
+            f"{self.log_tails}"
         )
 
     def check(self) -> DriverRun:
@@ -170,6 +168,8 @@ class DriverProcess:
         **options: Any,
     ) -> None:
         self.client = client
+        # A directory of our own making goes when the run is collected; a caller's stays.
+        self._owns_workdir = workdir is None
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix=f"driver-{client}-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.timeout_s = timeout_s
@@ -227,16 +227,19 @@ class DriverProcess:
         self._stdout.close()
         self._stderr.close()
         events, junk = _parse(self._read(self.workdir / "driver.stdout"))
-        return DriverRun(
+        run = DriverRun(
             self.client,
             self.argv,
             self.proc.returncode,
             events,
             self._read(self.workdir / "driver.stderr"),
             seconds,
-            self.workdir,
+            _log_tails(self.workdir),
             junk,
         )
+        if self._owns_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        return run
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -246,6 +249,13 @@ class DriverProcess:
     @staticmethod
     def _read(path: Path) -> str:
         return path.read_bytes().decode("utf-8", errors="replace")
+
+
+def _log_tails(workdir: Path) -> str:
+    return "\n".join(
+        f"--- {p}\n" + "\n".join(p.read_text(errors="replace").splitlines()[-15:])
+        for p in sorted(workdir.rglob("*.log"))[:4]
+    )
 
 
 def _parse(stdout: str) -> tuple[list[dict[str, Any]], list[str]]:

@@ -6,6 +6,7 @@ out = mqadmin(target.namesrv_addr, "consumerProgress", "-g", "G1")
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -48,18 +49,20 @@ def mqadmin(
     exception trace in the output is an error as well as a non-zero exit.
     """
     cache = cache or bench_cache()
-    workdir = workdir or Path(tempfile.mkdtemp(prefix="mqadmin-"))
     argv = [command, "-n", namesrv_addr, *args]
-    cmd = java_command(workdir, cache.classpath("client"), MQADMIN_MAIN, argv, heap_mb=256)
-    proc = subprocess.run(
-        cmd,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env=java_env(workdir),
-        cwd=workdir,
-        check=False,
-    )
+    with contextlib.ExitStack() as scratch:
+        if workdir is None:
+            workdir = Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="mqadmin-")))
+        cmd = java_command(workdir, cache.classpath("client"), MQADMIN_MAIN, argv, heap_mb=256)
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=java_env(workdir),
+            cwd=workdir,
+            check=False,
+        )
     result = MQAdminResult(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
     if check and (proc.returncode != 0 or "Exception:" in result.output):
         raise MQAdminError(
