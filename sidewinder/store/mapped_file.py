@@ -12,7 +12,6 @@ holding the GIL, so callers run it in an executor thread; the event loop never c
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import mmap
 import os
@@ -32,14 +31,6 @@ class DiskFullError(StoreFileError):
 
 
 _NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
-# Linux 5.14: map the pages in (page cache, read) without dirtying them. MADV_POPULATE_WRITE
-# saved more per append but dirtied the pages: zeros were written back ahead of the data, and
-# an unloaded SYNC_FLUSH ack went from 0.40 to 1 ms within 20 s of appends.
-MADV_POPULATE_READ = 22
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-_libc.madvise.restype = ctypes.c_int
-PAGE = mmap.PAGESIZE
 
 
 def allocate(fd: int, offset: int, length: int, path: Path) -> None:
@@ -81,15 +72,7 @@ class MappedFile:
             os.close(self._fd)
             raise
         self.buffer = memoryview(self._map)
-        # Where the map starts, for madvise (ctypes, which lets go of the GIL: mmap's own
-        # madvise holds it). Valid while the map is; `_mapped` guards that.
-        anchor = ctypes.c_char.from_buffer(self._map)
-        self._address = ctypes.addressof(anchor)
-        del anchor
-        self._mapped = threading.Lock()
-        # Pages faulted in ahead of appends up to here (`populate`), and asked up to here.
-        self.populated_to = 0
-        self.populate_asked = 0
+        self._mapped = threading.Lock()  # closing is once, whichever thread asks
         # Recovery reads no further: past it a sparse file has holes, and on tmpfs even a read
         # of a hole takes a block (a SIGBUS when the disk is full). See check_found_file.
         self.data_end = size
@@ -202,21 +185,6 @@ class MappedFile:
     def sync(self) -> None:
         """fdatasync whatever was written through the map (files not written by appending)."""
         os.fdatasync(self._fd)
-
-    def populate(self, end: int) -> None:
-        """Map the pages from `populated_to` up to `end` in, so that the appends' pwrites find
-        them in the page cache and readers of the map (dispatch, pulls) take no fault there.
-        Blocking (an executor's job); where the kernel has no MADV_POPULATE_READ, they fault
-        as before."""
-        start = self.populated_to - self.populated_to % PAGE
-        end = min(end, self.size)
-        if end <= start:
-            return
-        self.populated_to = end
-        with self._mapped:
-            if self._fd < 0:
-                return
-            _libc.madvise(self._address + start, end - start, MADV_POPULATE_READ)
 
     def close(self) -> None:
         with self._mapped:

@@ -57,12 +57,6 @@ def _zero_written_pages(buffer: memoryview, start: int, end: int) -> None:
         at = page_end
 
 
-# How far ahead of the append position a preallocated segment's pages are faulted in, in steps
-# of at least POPULATE_STEP (a few ms of appends at full speed; a populate takes about 1 ms).
-POPULATE_AHEAD = 8 << 20
-POPULATE_STEP = 2 << 20
-
-
 class MappedFileQueue:
     def __init__(
         self,
@@ -118,16 +112,7 @@ class MappedFileQueue:
         made = self._make_now(offset)
         if self._warm_sync_every >= 0:
             made.warm(sync_every_bytes=self._warm_sync_every)
-        made.populate_asked = POPULATE_AHEAD
-        made.populate(POPULATE_AHEAD)
         return made
-
-    def _populate_ahead(self, current: MappedFile) -> None:
-        """Keep the pages appends go to next faulted in, on the allocator's thread."""
-        end = min(current.wrote_position + POPULATE_AHEAD, current.size)
-        if self._allocator is not None and end - current.populate_asked >= POPULATE_STEP:
-            current.populate_asked = end
-            self._allocator.submit(current.populate, end)
 
     def _take_prepared(self, offset: int) -> MappedFile | None:
         if self._next is None:
@@ -185,8 +170,6 @@ class MappedFileQueue:
             if step is None:
                 if last.allocated_to < last.size:
                     last.ensure_allocated()  # found sparse on disk; DiskFullError if no room
-                if not last.pooled:
-                    self._populate_ahead(last)
             elif last.allocated_to < min(last.wrote_position + step // 2, last.size):
                 last.ensure_allocated(last.wrote_position + step)
             return last
@@ -201,8 +184,6 @@ class MappedFileQueue:
                 created.use_pool_buffer(buffer, self.pool.give_back)
                 with self._pooled_lock:
                     self._pooled = [*self._pooled, created]
-        if self.allocation_step is None and not created.pooled:
-            self._populate_ahead(created)
         if self._allocator is not None:
             following = offset + self.file_size
             self._next = (following, self._allocator.submit(self._make, following))

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from sidewinder.protocol.message import encode_properties
 from sidewinder.protocol.record import Host, MessageToStore, record_size
 from sidewinder.store.commit_log import AppendStatus, CommitLog
-from sidewinder.store.mapped_file_queue import POPULATE_AHEAD, POPULATE_STEP
 from sidewinder.store.verify import iter_records
 
 HOST = Host(b"\x7f\x00\x00\x01", 10911)
@@ -184,42 +183,6 @@ def test_the_next_segment_is_made_ahead_and_warmed(tmp_path: Path) -> None:
         log.close()
     # The prepared segment after that one was never used: closing removed it.
     assert sorted(p.name for p in tmp_path.iterdir()) == names
-
-
-def _resident_kib(path: Path) -> int:
-    """Rss of this process's mapping of `path` (/proc/self/smaps)."""
-    lines = Path("/proc/self/smaps").read_text().splitlines()
-    for n, line in enumerate(lines):
-        if line.endswith(str(path)):
-            for detail in lines[n + 1 :]:
-                if detail.startswith("Rss:"):
-                    return int(detail.split()[1])
-    raise AssertionError(f"{path} is not mapped")
-
-
-def test_pages_ahead_of_appends_are_mapped_in_off_the_writer(tmp_path: Path) -> None:
-    """A fault on the event loop costs more than the record's copy: the allocator's thread
-    faults the next pages in (MADV_POPULATE_READ) before appends reach them."""
-    size = 32 << 20
-    with ThreadPoolExecutor(1) as executor:
-        log = CommitLog(tmp_path, segment_size=size, max_message_size=1 << 16, store_host=HOST)
-        log.files.preallocate(executor, warm=False)
-        log.load()
-        log.recover()
-        log.put(message("T", 0, b"x" * 100, 0))
-        executor.submit(lambda: None).result()  # the populate ran
-        first = log.files.files[0]
-        assert first.populated_to == POPULATE_AHEAD
-        assert _resident_kib(tmp_path / f"{0:020d}") * 1024 >= POPULATE_AHEAD
-        # The segment made ahead is populated at its start too.
-        assert _resident_kib(tmp_path / f"{size:020d}") * 1024 >= POPULATE_AHEAD
-        while first.wrote_position < 3 * POPULATE_STEP:
-            log.put(message("T", 0, b"y" * 4000, 1))
-        executor.submit(lambda: None).result()
-        assert first.populated_to >= first.wrote_position + POPULATE_AHEAD - POPULATE_STEP
-        records = list(log.records())
-        assert bytes(records[0].body) == b"x" * 100 and bytes(records[-1].body) == b"y" * 4000
-        log.close()
 
 
 @pytest.mark.usefixtures("hot_path")
