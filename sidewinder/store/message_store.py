@@ -145,7 +145,6 @@ class MessageStore:
         self._dispatch_wakeup = asyncio.Event()
         self.group_commit = GroupCommit(
             self._flush_commit_log,
-            self._flush_executor,
             on_flushed=lambda _: self._dispatch_wakeup.set(),
         )
         self.periodic_flush = PeriodicFlush(
