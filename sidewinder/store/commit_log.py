@@ -62,7 +62,9 @@ class AppendResult:
         host = self.store_host
         if host is None:
             return ()
-        return tuple(encode_offset_msg_id(host.address, host.port, phy) for phy in self.phy_offsets)
+        # The host's hex once, then 16 hex digits per offset (a batch has hundreds).
+        prefix = encode_offset_msg_id(host.address, host.port, 0)[:-16]
+        return tuple(f"{prefix}{phy:016X}" for phy in self.phy_offsets)
 
 
 QueueKey = tuple[str, int]

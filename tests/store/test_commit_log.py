@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sidewinder.protocol.message import encode_properties
+from sidewinder.protocol.message import encode_offset_msg_id, encode_properties
 from sidewinder.protocol.record import Host, MessageToStore, record_size
-from sidewinder.store.commit_log import AppendStatus, CommitLog
+from sidewinder.store.commit_log import AppendResult, AppendStatus, CommitLog
 from sidewinder.store.verify import iter_records
 
 HOST = Host(b"\x7f\x00\x00\x01", 10911)
@@ -156,10 +156,21 @@ def test_batch_gets_consecutive_offsets_in_one_segment(tmp_path: Path) -> None:
     size = record_size(body_len=500, topic_len=1, properties_len=len(batch[0].properties))
     assert (result.count, result.queue_offset, result.size) == (5, 4, 5 * size)
     assert result.phy_offset == SEGMENT  # did not fit the first segment's tail
-    assert len(result.msg_ids) == 5
+    phys = [SEGMENT + n * size for n in range(5)]
+    assert result.msg_ids == tuple(encode_offset_msg_id(HOST.address, HOST.port, p) for p in phys)
+    assert result.msg_ids[1] == f"7F00000100002A9F{SEGMENT + size:016X}"
     with pytest.raises(ValueError, match="one topic and queue"):
         log.put_batch([message("T", 1, b"", 0), message("U", 1, b"", 1)])
     log.close()
+
+
+def test_msg_ids_of_an_ipv6_store_host() -> None:
+    host = Host(bytes(range(16)), 10911)
+    result = AppendResult(AppendStatus.PUT_OK, phy_offsets=(0, 1 << 40), store_host=host)
+    assert result.msg_ids == tuple(
+        encode_offset_msg_id(host.address, 10911, p) for p in (0, 1 << 40)
+    )
+    assert len(result.msg_ids[1]) == 56
 
 
 def test_the_next_segment_is_made_ahead_and_warmed(tmp_path: Path) -> None:

@@ -136,8 +136,23 @@ class SendProcessor:
                 return request.reply(ResponseCode.MESSAGE_ILLEGAL, str(exc))
             if not entries:
                 return request.reply(ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
+            # MessageToStore's fields in order, the shared ones worked out once for the batch.
+            topic_bytes, store_host = header.topic.encode(), self.store_host
+            sys_flag, born_ts = header.sys_flag, header.born_timestamp
+            reconsume, with_cluster = header.reconsume_times or 0, self.with_cluster
             messages = [
-                self._message(header, header.topic, queue_id, flag, body, props, born)
+                MessageToStore(
+                    topic_bytes,
+                    queue_id,
+                    body,
+                    with_cluster(props),
+                    flag,
+                    sys_flag,
+                    born_ts,
+                    born,
+                    store_host,
+                    reconsume,
+                )
                 for flag, body, props in entries
             ]
             result = await self.store.put_messages(messages)
