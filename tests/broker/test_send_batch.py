@@ -148,7 +148,7 @@ async def _serve_and_send(
             "flushDiskType": flush,
             "brokerIP1": "127.0.0.1",
             "listenPort": 10911,
-            "mapedFileSizeCommitLog": 1 << 20,
+            "mappedFileSizeCommitLog": 1 << 20,
         }
     )
     store = MessageStore(config.store, store_host=Host(bytes([127, 0, 0, 1]), 10911))
