@@ -6,6 +6,7 @@ import functools
 import ipaddress
 import random
 import struct
+from collections.abc import Sequence
 from dataclasses import replace
 
 from sidewinder.broker.config import PERM_WRITE, BrokerConfig
@@ -136,25 +137,7 @@ class SendProcessor:
                 return request.reply(ResponseCode.MESSAGE_ILLEGAL, str(exc))
             if not entries:
                 return request.reply(ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
-            # MessageToStore's fields in order, the shared ones worked out once for the batch.
-            topic_bytes, store_host = header.topic.encode(), self.store_host
-            sys_flag, born_ts = header.sys_flag, header.born_timestamp
-            reconsume, with_cluster = header.reconsume_times or 0, self.with_cluster
-            messages = [
-                MessageToStore(
-                    topic_bytes,
-                    queue_id,
-                    body,
-                    with_cluster(props),
-                    flag,
-                    sys_flag,
-                    born_ts,
-                    born,
-                    store_host,
-                    reconsume,
-                )
-                for flag, body, props in entries
-            ]
+            messages = self._messages(header, header.topic, queue_id, entries, born)
             result = await self.store.put_messages(messages)
         else:
             known_topics = len(self.topics.topics)
@@ -187,15 +170,8 @@ class SendProcessor:
                 return dead_letter
             if dead_letter is not None:
                 topic, queue_id = dead_letter, 0
-        message = self._message(
-            header,
-            topic,
-            queue_id,
-            header.flag,
-            request.body_bytes,
-            (header.properties or "").encode(),
-            born,
-        )
+        entry = (header.flag, request.body_bytes, (header.properties or "").encode())
+        message = self._messages(header, topic, queue_id, (entry,), born)[0]
         if not _is_half(header):
             return self._delayed_or_plain(message)
         if self.config.reject_transaction_message:
@@ -274,28 +250,33 @@ class SendProcessor:
             return message
         return replace(message, properties=properties)
 
-    def _message(
+    def _messages(
         self,
         header: SendMessageRequestHeader,
         topic: str,
         queue_id: int,
-        flag: int,
-        body: bytes,
-        properties: bytes,
+        entries: Sequence[tuple[int, bytes, bytes]],
         born: Host,
-    ) -> MessageToStore:
-        return MessageToStore(
-            topic=topic.encode(),
-            queue_id=queue_id,
-            body=body,
-            properties=self.with_cluster(properties),
-            flag=flag,
-            sys_flag=header.sys_flag,
-            born_timestamp=header.born_timestamp,
-            born_host=born,
-            store_host=self.store_host,
-            reconsume_times=header.reconsume_times or 0,
-        )
+    ) -> list[MessageToStore]:
+        """What is stored of each (flag, body, properties), the header's fields shared."""
+        topic_bytes, store_host = topic.encode(), self.store_host
+        sys_flag, born_ts = header.sys_flag, header.born_timestamp
+        reconsume, with_cluster = header.reconsume_times or 0, self.with_cluster
+        return [
+            MessageToStore(
+                topic_bytes,
+                queue_id,
+                body,
+                with_cluster(properties),
+                flag,
+                sys_flag,
+                born_ts,
+                born,
+                store_host,
+                reconsume,
+            )
+            for flag, body, properties in entries
+        ]
 
     def with_cluster(self, properties: bytes) -> bytes:
         """Add the CLUSTER property; like RocketMQ 4.9's messageProperties2String, no trailing
