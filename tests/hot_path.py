@@ -15,7 +15,7 @@ import pytest
 from sidewinder.broker.processors import send_batch, send_header
 from sidewinder.common.native import NATIVE
 from sidewinder.protocol import message, record
-from sidewinder.store import index_file
+from sidewinder.store import dispatch_scan, index_file, reput
 
 IMPLEMENTATIONS = ("native", "python")
 
@@ -25,6 +25,8 @@ def use_python(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(message, "java_string_hash", message.java_string_hash_py)
     monkeypatch.setattr(index_file, "java_string_hash", message.java_string_hash_py)
     monkeypatch.setattr(index_file, "ascii_hash", index_file.ascii_hash_py)
+    monkeypatch.setattr(index_file, "put_keys", index_file.put_keys_py)
+    monkeypatch.setattr(reput, "scan_segment", dispatch_scan.scan_segment_py)
     monkeypatch.setattr(record, "_native_encode_record", None)
     monkeypatch.setattr(send_batch, "send_v2_fields", send_header.send_v2_fields_py)
 

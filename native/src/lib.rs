@@ -7,19 +7,22 @@
 use pyo3::prelude::*;
 
 mod buffer;
+mod dispatch_scan;
 mod hash;
+mod index;
 mod record;
 mod send_header;
 
 #[pymodule]
 mod _native {
     use pyo3::prelude::*;
-    use pyo3::types::PyString;
+    use pyo3::exceptions::{PyIndexError, PyValueError};
+    use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
     /// Bumped when a function's signature changes, so a stale build in the source tree is
     /// refused rather than called with the wrong arguments.
     #[pymodule_export]
-    const API_VERSION: u32 = 5;
+    const API_VERSION: u32 = 6;
 
     /// Java's `String.hashCode()` of `text`: the 31-polynomial over its UTF-16 code units, as a
     /// signed int32 (reference: `sidewinder.protocol.message.java_string_hash_py`). Lone
@@ -65,6 +68,104 @@ mod _native {
             )
                 .into_pyobject(py)?,
         ))
+    }
+
+    /// What dispatch writes for the records of one CommitLog segment from `position`:
+    /// (why it stopped, position after, records, last store timestamp, queue runs, packed
+    /// keys). The GIL is released while it reads. Reference and contract:
+    /// `sidewinder.store.dispatch_scan.scan_segment_py`.
+    #[pyfunction]
+    #[allow(clippy::too_many_arguments)]
+    fn scan_segment<'py>(
+        py: Python<'py>,
+        data: &Bound<'py, PyAny>,
+        position: i64,
+        stop: i64,
+        readable: i64,
+        max_records: i64,
+        delay_levels_ms: Vec<i64>,
+        keys: bool,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let buffer = crate::buffer::ReadBuf::get(data)?;
+        let bytes = buffer.as_slice();
+        if position < 0 || !(position <= readable && readable <= bytes.len() as i64) || max_records < 0 {
+            return Err(PyValueError::new_err(format!(
+                "cannot scan {} bytes from {} to {}, {} records",
+                bytes.len(),
+                position,
+                readable,
+                max_records
+            )));
+        }
+        let scanned = py.detach(|| {
+            crate::dispatch_scan::scan(
+                bytes,
+                position as usize,
+                stop,
+                readable as usize,
+                max_records as usize,
+                &delay_levels_ms,
+                keys,
+            )
+        });
+        let queues = PyList::empty(py);
+        for run in &scanned.queues {
+            queues.append((
+                PyBytes::new(py, run.topic),
+                run.queue_id,
+                run.grown,
+                run.first,
+                run.count,
+                run.one_run,
+                PyBytes::new(py, &run.entries),
+                run.max_phy,
+            ))?;
+        }
+        (
+            scanned.status,
+            scanned.position,
+            scanned.count,
+            scanned.last_store_timestamp,
+            queues,
+            PyBytes::new(py, &scanned.keys),
+        )
+            .into_pyobject(py)
+    }
+
+    /// Index keys (packed by the scan: hash, phy offset, store timestamp) written into an
+    /// IndexFile's buffer after entry `counts[0]`; returns the header's new running fields
+    /// (indexCount, hashSlotCount, beginTimestamp, beginPhyOffset, endPhyOffset, endTimestamp).
+    /// The GIL is released while it writes. Reference: `sidewinder.store.index_file.put_keys_py`.
+    #[pyfunction]
+    fn put_keys(
+        py: Python<'_>,
+        buffer: &Bound<'_, PyAny>,
+        hash_slot_num: i64,
+        counts: crate::index::Counts,
+        keys: &Bound<'_, PyAny>,
+    ) -> PyResult<crate::index::Counts> {
+        let mut target = crate::buffer::WriteBuf::get(buffer)?;
+        let keys = crate::buffer::ReadBuf::get(keys)?;
+        let keys = keys.as_slice();
+        if hash_slot_num <= 0
+            || counts.0 < 0
+            || !keys.len().is_multiple_of(crate::index::KEY_ENTRY)
+            || target.overlaps(keys)
+        {
+            return Err(PyValueError::new_err(format!(
+                "{} key bytes, {hash_slot_num} slots and count {} (or keys inside the index \
+                 buffer) make no index write",
+                keys.len(),
+                counts.0
+            )));
+        }
+        crate::index::check(target.len(), hash_slot_num as usize, counts.0, keys)
+            .map_err(PyIndexError::new_err)?;
+        let len = target.len();
+        // SAFETY: the whole buffer, held exported for this call; the index has one writer
+        // (the dispatch thread), and readers only read.
+        let bytes = unsafe { target.slice_mut(0, len) };
+        Ok(py.detach(|| crate::index::put(bytes, hash_slot_num as usize, counts, keys)))
     }
 
     /// One CommitLog record (RocketMQ 4.x layout) written into `buffer` at `position` from its

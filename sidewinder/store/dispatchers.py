@@ -8,24 +8,25 @@ Synchronous and idempotent: a record dispatched twice (recovery re-dispatching a
 nothing. The async store runs them behind the flush, so under SYNC_FLUSH nothing becomes
 visible to consumers before it is durable.
 
-Dispatch is on the broker's hot path (one thread, holding the GIL, for every message), so a
-record arrives as a plain tuple of the few fields dispatch reads (`DispatchRecord`), and the
-properties are searched as bytes for the one or two names a dispatcher needs, never decoded
-whole (`last_property`).
+Dispatch is on the broker's hot path (every message), so the common way in is a batch that
+the dispatch scan worked out (dispatch_scan.DispatchBatch: per queue its packed entries, the
+index keys hashed), and a dispatcher does per queue, not per message, what is left. One record
+at a time (`dispatch`), a record arrives as a plain tuple of the few fields dispatch reads
+(`DispatchRecord`), its properties searched as bytes for the names a dispatcher needs
+(`last_property`).
 """
 
 from __future__ import annotations
 
-import functools
 import re
-import struct
 from collections.abc import Sequence
 from typing import Protocol
 
 from sidewinder.protocol.message import MessageConst, decode_properties, tags_code
 from sidewinder.protocol.record import TRANSACTION_TYPE_MASK, MessageSysFlag
-from sidewinder.store.consume_queue import ConsumeQueue, ConsumeQueueTable
-from sidewinder.store.index_file import IndexFile, TopicKeyHasher
+from sidewinder.store.consume_queue import CQ_ENTRY_SIZE, ConsumeQueue, ConsumeQueueTable
+from sidewinder.store.dispatch_scan import DispatchBatch, ScanRules
+from sidewinder.store.index_file import KEY_ENTRY, KEY_ENTRY_SIZE, IndexFile
 from sidewinder.store.index_service import IndexService
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -75,7 +76,7 @@ class CommitLogDispatcher(Protocol):
     else record by record through `dispatch`. Each way a repeat changes nothing.
     """
 
-    def prepare(self, batch: Sequence[DispatchRecord]) -> bool:
+    def prepare(self, batch: DispatchBatch) -> bool:
         """Work out what the batch writes and allocate its room, writing nothing readers see.
         False when it needs a file made (or more than room-making); DiskFullError when the
         disk has no room."""
@@ -85,27 +86,6 @@ class CommitLogDispatcher(Protocol):
 
     def dispatch(self, record: DispatchRecord) -> None:
         """One record, making files as needed; DiskFullError leaves nothing of it written."""
-
-
-@functools.cache
-def _entry_run(count: int) -> struct.Struct:
-    return struct.Struct(">" + "qiq" * count)
-
-
-_RUN = 64
-
-
-def pack_entries(flat: list[int]) -> bytes:
-    """ConsumeQueue entries from (phy offset, size, tags code) laid flat: one pack per 64."""
-    count = len(flat) // 3
-    if count <= _RUN:
-        return _entry_run(count).pack(*flat)
-    whole = count - count % _RUN
-    pack = _entry_run(_RUN).pack
-    parts = [pack(*flat[i : i + 3 * _RUN]) for i in range(0, 3 * whole, 3 * _RUN)]
-    if count > whole:
-        parts.append(_entry_run(count - whole).pack(*flat[3 * whole :]))
-    return b"".join(parts)
 
 
 class ConsumeQueueDispatcher:
@@ -139,42 +119,20 @@ class ConsumeQueueDispatcher:
             self._tags_codes[tags] = code
         return code
 
-    def prepare(self, batch: Sequence[DispatchRecord]) -> bool:
+    def prepare(self, batch: DispatchBatch) -> bool:
         self._prepared = []
-        # Per queue: its queue offsets, and its entries' fields laid flat.
-        runs: dict[tuple[bytes, int], tuple[list[int], list[int]]] = {}
-        codes = self._tags_codes
-        for total, phy, topic, queue_id, queue_offset, sys_flag, store_ts, props in batch:
-            transaction = sys_flag & TRANSACTION_TYPE_MASK
-            if transaction and transaction != _COMMIT:
-                continue
-            # The common case inline (a plain TAGS, hash known); the rest in cq_tags_code.
-            at = props.rfind(_TAGS)
-            if at < 0 and topic != _SCHEDULE_TOPIC:
-                code = 0
-            elif (at == 0 or props[at - 1] == 2) and topic != _SCHEDULE_TOPIC:
-                end = props.find(b"\x02", at + 5)
-                code = codes.get(props[at + 5 : end] if end >= 0 else props[at + 5 :], None)
-                if code is None:
-                    code = self.cq_tags_code(topic, store_ts, props)
-            else:
-                code = self.cq_tags_code(topic, store_ts, props)
-            run = runs.get((topic, queue_id))
-            if run is None:
-                run = runs[(topic, queue_id)] = ([], [])
-            run[0].append(queue_offset)
-            run[1].extend((phy, total, code))
         prepared = []
-        for (topic, queue_id), (offsets, flat) in runs.items():
-            first = offsets[0]
-            if offsets != list(range(first, first + len(offsets))):
-                return False  # not one run: `put` refuses what does not follow
+        for topic, queue_id, _, first, count, one_run, entries, max_phy_offset in batch.queues:
+            if not count:
+                continue
+            if not one_run:
+                return False  # `put` refuses what does not follow
             queue = self.queues.get(topic.decode("utf-8", "surrogateescape"), queue_id)
-            present = queue.reserve(first, len(offsets))
+            present = queue.reserve(first, count)
             if present is None:
                 return False
-            if present < len(offsets):
-                prepared.append((queue, pack_entries(flat[3 * present :]), flat[-3] + flat[-2]))
+            if present < count:
+                prepared.append((queue, entries[present * CQ_ENTRY_SIZE :], max_phy_offset))
         self._prepared = prepared
         return True
 
@@ -198,8 +156,7 @@ class IndexDispatcher:
 
     def __init__(self, index: IndexService) -> None:
         self.index = index
-        self.hasher = TopicKeyHasher()
-        self._prepared: tuple[IndexFile, list[int]] | None = None
+        self._prepared: tuple[IndexFile, bytes] | None = None
 
     @staticmethod
     def keys(props: bytes) -> list[bytes]:
@@ -211,28 +168,22 @@ class IndexDispatcher:
             keys += [word for word in words.split(b" ") if word]
         return keys
 
-    def prepare(self, batch: Sequence[DispatchRecord]) -> bool:
-        repeated_to = self.index.repeated_to()
-        key_hash = self.hasher.key_hash
-        keys_of = self.keys
-        flat: list[int] = []  # (key hash, phy offset, store timestamp) per key
-        for _, phy, topic, _, _, sys_flag, store_ts, props in batch:
-            if sys_flag & TRANSACTION_TYPE_MASK == _ROLLBACK or phy <= repeated_to:
-                continue
-            for key in keys_of(props):
-                flat.extend((key_hash(topic, key), phy, store_ts))
+    def prepare(self, batch: DispatchBatch) -> bool:
         self._prepared = None
-        if flat:
-            target = self.index.writable_for(len(flat) // 3)
+        keys = batch.keys
+        if keys and batch.start <= self.index.repeated_to():
+            keys = _keys_past(keys, self.index.repeated_to())  # a repeated dispatch
+        if keys:
+            target = self.index.writable_for(len(keys) // KEY_ENTRY_SIZE)
             if target is None:
                 return False  # the keys need the next file: build_index rolls to it
-            self._prepared = (target, flat)
+            self._prepared = (target, keys)
         return True
 
     def write_prepared(self) -> None:
         if self._prepared is not None:
-            target, flat = self._prepared
-            target.put_hashed(flat)
+            target, keys = self._prepared
+            target.put_keys(keys)
             self._prepared = None
 
     def dispatch(self, record: DispatchRecord) -> None:
@@ -241,6 +192,26 @@ class IndexDispatcher:
             return
         keys = [key.decode("utf-8", "surrogateescape") for key in self.keys(props)]
         self.index.build_index(topic.decode("utf-8", "surrogateescape"), keys, phy, store_ts)
+
+
+def _keys_past(keys: bytes, offset: int) -> bytes:
+    """The packed keys of messages past CommitLog `offset` (they come in CommitLog order)."""
+    for n, (_, phy, _) in enumerate(KEY_ENTRY.iter_unpack(keys)):
+        if phy > offset:
+            return keys[n * KEY_ENTRY_SIZE :]
+    return b""
+
+
+def scan_rules(dispatchers: Sequence[CommitLogDispatcher]) -> ScanRules:
+    """What the dispatch scan works out for these dispatchers: the queue's delay levels, and
+    index keys when there is an index."""
+    levels: dict[int, int] = {}
+    keys = False
+    for dispatcher in dispatchers:
+        if isinstance(dispatcher, ConsumeQueueDispatcher):
+            levels = dispatcher.delay_levels
+        keys = keys or isinstance(dispatcher, IndexDispatcher)
+    return ScanRules.of(levels, keys)
 
 
 def store_dispatchers(

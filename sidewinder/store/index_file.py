@@ -22,6 +22,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sidewinder.common.native import NATIVE
 from sidewinder.protocol.message import java_string_hash
@@ -34,6 +35,8 @@ INDEX_ENTRY = struct.Struct(">iqii")
 INDEX_ENTRY_SIZE = INDEX_ENTRY.size  # 20
 _SLOT = struct.Struct(">i")
 ALLOCATION_STEP = 1 << 20  # entry bytes allocated ahead at a time
+KEY_ENTRY = struct.Struct("<qqq")  # a hashed key to write: hash, phy offset, store timestamp
+KEY_ENTRY_SIZE = KEY_ENTRY.size
 
 
 def index_key(topic: str, key: str) -> str:
@@ -191,6 +194,48 @@ class IndexFileView:
         return found
 
 
+Counts = tuple[int, int, int, int, int, int]
+
+
+def put_keys_py(buffer: Any, hash_slot_num: int, counts: Counts, keys: bytes) -> Counts:
+    """Write hashed keys (KEY_ENTRY each) after entry `counts[0]` of an index file's buffer,
+    as RocketMQ's IndexFile.putKey does key by key; `counts` and the result are the header's
+    running fields: (indexCount, hashSlotCount, beginTimestamp, beginPhyOffset, endPhyOffset,
+    endTimestamp). The reference of the native put_keys (which releases the GIL meanwhile)."""
+    count, slot_count, begin_ts, begin_phy, phy, ts = counts
+    entries_at = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
+    if hash_slot_num <= 0 or count < 0 or len(keys) % KEY_ENTRY_SIZE:
+        raise ValueError(f"{len(keys)} key bytes, {hash_slot_num} slots and count {count}")
+    flat = struct.unpack(f"<{len(keys) // KEY_ENTRY_SIZE * 3}q", keys)
+    n = len(flat) // 3
+    if entries_at + (count + n) * INDEX_ENTRY_SIZE > len(buffer):
+        raise IndexError(f"index entries do not fit a file of {len(buffer)} bytes")
+    if any(not 0 <= key_hash <= 0x7FFFFFFF for key_hash in flat[::3]):
+        raise IndexError("a key hash is not a non-negative int32")
+    unpack_slot, pack_slot = _SLOT.unpack_from, _SLOT.pack_into
+    pack_entry, pack_header = INDEX_ENTRY.pack_into, INDEX_HEADER.pack_into
+    it = iter(flat)
+    for key_hash, phy, ts in zip(it, it, it, strict=True):
+        slot_at = INDEX_HEADER_SIZE + key_hash % hash_slot_num * HASH_SLOT_SIZE
+        (previous,) = unpack_slot(buffer, slot_at)
+        # Only entries below the count exist; a slot naming another is stale (a crash).
+        if previous <= 0 or previous >= count:
+            previous = 0
+            slot_count += 1
+        time_diff = 0 if begin_ts <= 0 else min(max((ts - begin_ts) // 1000, 0), 0x7FFFFFFF)
+        pack_entry(
+            buffer, entries_at + count * INDEX_ENTRY_SIZE, key_hash, phy, time_diff, previous
+        )
+        pack_slot(buffer, slot_at, count)
+        if count <= 1:
+            begin_phy, begin_ts = phy, ts
+        count += 1
+        # The header after every key, as RocketMQ does: a crash must not leave slots pointing
+        # past the header's count, where the entries they name would be rewritten.
+        pack_header(buffer, 0, begin_ts, ts, begin_phy, phy, slot_count, count)
+    return count, slot_count, begin_ts, begin_phy, phy, ts
+
+
 class IndexFile:
     """A writable index file (RocketMQ's IndexFile.putKey, entry for entry)."""
 
@@ -258,43 +303,29 @@ class IndexFile:
         if entry_end > self.file.allocated_to:
             # Before any write of this key: DiskFullError leaves the file as it was.
             self.file.ensure_allocated(entry_end + ALLOCATION_STEP)
-        self.put_hashed([index_key_hash(key), phy_offset, store_timestamp])
+        self.put_keys(KEY_ENTRY.pack(index_key_hash(key), phy_offset, store_timestamp))
         return True
 
-    def put_hashed(self, entries: list[int]) -> None:
-        """Add keys already hashed: (key hash, phy offset, store timestamp) laid flat. The
-        caller saw that they fit and reserved their room (IndexService.writable_for)."""
-        buffer = self.file.buffer
-        slots = self.view.hash_slot_num
-        entries_at = self._slots_end
-        count, slot_count = self.index_count, self.hash_slot_count
-        begin_ts, begin_phy = self.begin_timestamp, self.begin_phy_offset
-        phy = ts = 0
-        unpack_slot, pack_slot = _SLOT.unpack_from, _SLOT.pack_into
-        pack_entry, pack_header = INDEX_ENTRY.pack_into, INDEX_HEADER.pack_into
-        flat = iter(entries)
-        for key_hash, phy, ts in zip(flat, flat, flat, strict=True):
-            slot_at = INDEX_HEADER_SIZE + key_hash % slots * HASH_SLOT_SIZE
-            (previous,) = unpack_slot(buffer, slot_at)
-            # Only entries below the count exist; a slot naming another is stale (a crash).
-            if previous <= 0 or previous >= count:
-                previous = 0
-                slot_count += 1
-            time_diff = 0 if begin_ts <= 0 else min(max((ts - begin_ts) // 1000, 0), 0x7FFFFFFF)
-            pack_entry(
-                buffer, entries_at + count * INDEX_ENTRY_SIZE, key_hash, phy, time_diff, previous
-            )
-            pack_slot(buffer, slot_at, count)
-            if count <= 1:
-                begin_phy, begin_ts = phy, ts
-            count += 1
-            # The header after every key, as RocketMQ does: a crash must not leave slots
-            # pointing past the header's count, where the entries they name would be rewritten.
-            pack_header(buffer, 0, begin_ts, ts, begin_phy, phy, slot_count, count)
-        if count != self.index_count:
-            self.index_count, self.hash_slot_count = count, slot_count
-            self.begin_timestamp, self.begin_phy_offset = begin_ts, begin_phy
-            self.end_phy_offset, self.end_timestamp = phy, ts
+    def put_keys(self, keys: bytes) -> None:
+        """Add keys already hashed (KEY_ENTRY each: the dispatch scan's). The caller saw that
+        they fit and reserved their room (IndexService.writable_for)."""
+        counts = (
+            self.index_count,
+            self.hash_slot_count,
+            self.begin_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.end_timestamp,
+        )
+        counts = put_keys(self.file.buffer, self.view.hash_slot_num, counts, keys)
+        (
+            self.index_count,
+            self.hash_slot_count,
+            self.begin_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.end_timestamp,
+        ) = counts
 
     def _write_header(self) -> None:
         INDEX_HEADER.pack_into(
@@ -318,3 +349,4 @@ class IndexFile:
 
 
 ascii_hash = NATIVE.ascii_hash if NATIVE is not None else ascii_hash_py
+put_keys = NATIVE.put_keys if NATIVE is not None else put_keys_py

@@ -7,11 +7,13 @@ Synchronous (it runs on the store's dispatch thread, and inline during recovery)
 how far it got (`offset`, always a record start or a segment's blank tail) and the store
 timestamp of the last record it dispatched, which the ConsumeQueue checkpoint records.
 
-A round reads up to DISPATCH_BATCH records straight from the mapped segments (only the fields
-dispatch uses, no record objects) and hands them to each dispatcher as one batch: each first
-works out what it writes and allocates the room (`prepare`), then all write. A batch that
-needs a new file, or finds no room, goes record by record instead (`dispatch`), so a full disk
-stops dispatch exactly at the first record it could not write, as before.
+A round scans up to DISPATCH_BATCH records of one segment (dispatch_scan: per queue the packed
+entries, the index keys hashed; natively without the GIL) and hands the batch to each
+dispatcher: each first works out what it writes and allocates the room (`prepare`), then all
+write. The rest goes record by record (`dispatch`), read by the reference reader here
+(`_read_segment`): a batch that needs a new file or finds no room, so that a full disk stops
+dispatch exactly at the first record it could not write; and a record the scan leaves to it
+(a segment's blank tail, bytes that are no record, an odd message), one per round.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from collections.abc import Callable, Sequence
 
 from sidewinder.protocol.record import HOSTS_V6_MASK, MESSAGE_MAGIC, RecordError, scan_record
 from sidewinder.store.commit_log import CommitLog
-from sidewinder.store.dispatchers import CommitLogDispatcher, DispatchRecord
+from sidewinder.store.dispatch_scan import DEFERRED, EXHAUSTED, DispatchBatch, scan_segment
+from sidewinder.store.dispatchers import CommitLogDispatcher, DispatchRecord, scan_rules
 from sidewinder.store.mapped_file import DiskFullError, MappedFile
 
 DISPATCH_BATCH = 4096
@@ -43,6 +46,7 @@ class Reput:
     ) -> None:
         self.commit_log = commit_log
         self.dispatchers = list(dispatchers)  # in order: RocketMQ's queue, then index
+        self._rules = scan_rules(self.dispatchers)
         self.offset = offset
         self.last_store_timestamp = 0
         self.dispatched = 0  # records, ever; the ConsumeQueue flusher compares it
@@ -52,19 +56,55 @@ class Reput:
 
     def dispatch_until(self, limit: int, max_records: int = DISPATCH_BATCH) -> QueueGrowth:
         """Dispatch records from `offset` up to `limit` (at most `max_records`); queues grown."""
+        batch = self.scan(limit, max_records)
+        if batch is None:
+            return self._record_by_record(limit, 1)
+        if not batch.count:
+            return {}
+        try:
+            prepared = all(d.prepare(batch) for d in self.dispatchers)
+        except DiskFullError:
+            prepared = False  # record by record then, to stop at exactly the one without room
+        if not prepared:
+            return self._record_by_record(limit, batch.count)
+        for dispatcher in self.dispatchers:
+            dispatcher.write_prepared()
+        self.blocked = None
+        self.offset = batch.end
+        self.last_store_timestamp = batch.last_store_timestamp
+        self.dispatched += batch.count
+        return {(run[0], run[1]): run[2] for run in batch.queues}
+
+    def scan(self, limit: int, max_records: int) -> DispatchBatch | None:
+        """The next batch (empty when no record from `offset` ends by `limit`), or None when
+        the next record is one the scan leaves to the reference reader."""
+        for segment in self.commit_log.files.files:  # a snapshot: cleanup replaces the list
+            start = segment.file_from_offset
+            position = max(self.offset - start, 0)
+            readable = segment.read_position
+            if position >= readable:
+                continue  # dispatched to its end (or past: a blank tail)
+            scanned = scan_segment(
+                segment.buffer, position, limit - start, readable, max_records, self._rules
+            )
+            if scanned[2] == 0 and scanned[0] == DEFERRED:
+                return None
+            if scanned[2] == 0 and scanned[0] == EXHAUSTED:
+                continue
+            return DispatchBatch.of(scanned, start, position)
+        return DispatchBatch(self.offset, self.offset, 0, 0, [], b"")
+
+    def _record_by_record(self, limit: int, max_records: int) -> QueueGrowth:
+        """Up to `max_records` records from `offset`, read by the reference reader and given
+        to each dispatcher one by one."""
         records, exhausted = self.read(limit, max_records)
+        dispatches = [d.dispatch for d in self.dispatchers]
         done = 0
         try:
-            if records and self._prepared(records):
-                for dispatcher in self.dispatchers:
-                    dispatcher.write_prepared()
-                done = len(records)
-            else:
-                dispatches = [d.dispatch for d in self.dispatchers]
-                for record in records:
-                    for dispatch in dispatches:
-                        dispatch(record)
-                    done += 1
+            for record in records:
+                for dispatch in dispatches:
+                    dispatch(record)
+                done += 1
         except DiskFullError as exc:
             self.blocked = exc
         else:
@@ -79,16 +119,9 @@ class Reput:
             self.offset = max(self.offset, min(limit, self.commit_log.max_offset))
         self.dispatched += done
         grown: QueueGrowth = {}
-        for record in records[:done] if done < len(records) else records:
+        for record in records[:done]:
             grown[(record[2], record[3])] = record[4] + 1
         return grown
-
-    def _prepared(self, records: list[DispatchRecord]) -> bool:
-        """Whether every dispatcher can take the batch whole (room allocated, no new file)."""
-        try:
-            return all(d.prepare(records) for d in self.dispatchers)
-        except DiskFullError:
-            return False  # record by record then, to stop at exactly the one without room
 
     def read(self, limit: int, max_records: int) -> tuple[list[DispatchRecord], bool]:
         """The records from `offset` that end by `limit` (at most `max_records`), and whether

@@ -10,8 +10,13 @@ from hypothesis import strategies as st
 
 from sidewinder.protocol.message import decode_properties, encode_properties
 from sidewinder.store import index_file
-from sidewinder.store.consume_queue import ConsumeQueue, ConsumeQueueGapError, read_queue
-from sidewinder.store.dispatchers import last_property, pack_entries
+from sidewinder.store.consume_queue import (
+    CQ_ENTRY,
+    ConsumeQueue,
+    ConsumeQueueGapError,
+    read_queue,
+)
+from sidewinder.store.dispatchers import last_property
 from sidewinder.store.index_file import (
     INDEX_HEADER,
     IndexFile,
@@ -151,9 +156,9 @@ def test_last_property_takes_the_last_of_a_repeated_name_and_skips_longer_names(
 def test_reserved_entries_skip_those_written_and_leave_file_ends_to_put(tmp_path: Path) -> None:
     cq = queue(tmp_path)
     assert cq.reserve(0, 3) == 0  # a new queue's first file is made
-    cq.write_reserved(pack_entries([100, 10, 7, 110, 10, 7, 120, 10, 7]), 130)
+    cq.write_reserved(b"".join(CQ_ENTRY.pack(phy, 10, 7) for phy in (100, 110, 120)), 130)
     assert cq.reserve(1, 3) == 2  # a repeat of entries 1 and 2, then one new
-    cq.write_reserved(pack_entries([130, 10, 7]), 140)
+    cq.write_reserved(CQ_ENTRY.pack(130, 10, 7), 140)
     assert cq.reserve(9, 1) is None  # a gap: put refuses it
     assert cq.reserve(4, 2) is None  # runs past the file's end: put makes the next file
     assert cq.max_offset == 4 and cq.max_phy_offset == 140

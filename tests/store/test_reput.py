@@ -3,8 +3,9 @@ take one, and a full disk stops dispatch exactly at the first record it could no
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
+
+import pytest
 
 from sidewinder.protocol.message import encode_properties
 from sidewinder.protocol.record import (
@@ -16,6 +17,7 @@ from sidewinder.protocol.record import (
 )
 from sidewinder.store.commit_log import CommitLog
 from sidewinder.store.consume_queue import ConsumeQueueTable, read_queue
+from sidewinder.store.dispatch_scan import DispatchBatch
 from sidewinder.store.dispatchers import ConsumeQueueDispatcher, DispatchRecord
 from sidewinder.store.mapped_file import DiskFullError
 from sidewinder.store.reput import Reput
@@ -24,29 +26,29 @@ HOST = Host(b"\x7f\x00\x00\x01", 10911)
 
 
 class Recorder:
-    """A dispatcher that notes what it was given, and runs out of room at `full_at` (a
-    CommitLog offset) until told otherwise."""
+    """A dispatcher that notes which records (of `offsets`) it was given, and runs out of room
+    at `full_at` (a CommitLog offset) until told otherwise."""
 
-    def __init__(self) -> None:
+    def __init__(self, offsets: list[int]) -> None:
+        self.offsets = offsets
         self.seen: list[int] = []
         self.full_at = -1
-        self._batch: Sequence[DispatchRecord] = ()
+        self._batch: DispatchBatch | None = None
 
-    def _check(self, record: DispatchRecord) -> None:
-        if record[1] == self.full_at:
+    def prepare(self, batch: DispatchBatch) -> bool:
+        if batch.start <= self.full_at < batch.end:
             raise DiskFullError(28, "disk full: test")
-
-    def prepare(self, batch: Sequence[DispatchRecord]) -> bool:
-        for record in batch:
-            self._check(record)
         self._batch = batch
         return True
 
     def write_prepared(self) -> None:
-        self.seen += [record[1] for record in self._batch]
+        assert self._batch is not None
+        batch = self._batch
+        self.seen += [offset for offset in self.offsets if batch.start <= offset < batch.end]
 
     def dispatch(self, record: DispatchRecord) -> None:
-        self._check(record)
+        if record[1] == self.full_at:
+            raise DiskFullError(28, "disk full: test")
         self.seen.append(record[1])
 
 
@@ -70,10 +72,11 @@ def commit_log(root: Path, count: int) -> tuple[CommitLog, list[int]]:
     return log, offsets
 
 
+@pytest.mark.usefixtures("hot_path")
 def test_a_full_disk_stops_dispatch_at_the_first_record_without_room(tmp_path: Path) -> None:
     log, offsets = commit_log(tmp_path, 150)  # three 64 KiB segments, blank tails between
     queues = ConsumeQueueTable(tmp_path / "consumequeue", 1000 * 20)
-    recorder = Recorder()
+    recorder = Recorder(offsets)
     reput = Reput(log, [ConsumeQueueDispatcher(queues, {}), recorder])
     recorder.full_at = offsets[40]
     grown = reput.dispatch_until(log.max_offset, max_records=100)
@@ -121,7 +124,7 @@ def test_records_with_ipv6_hosts_or_a_long_topic_are_read_as_the_full_decoder_re
     )
     log.load()
     assert log.recover() == position
-    records, exhausted = Reput(log, [Recorder()]).read(log.max_offset, 1000)
+    records, exhausted = Reput(log, [Recorder([])]).read(log.max_offset, 1000)
     assert exhausted and len(records) == 40
     for record in records:
         decoded = decode_record(segment, record[1])

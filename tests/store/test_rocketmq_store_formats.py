@@ -145,6 +145,7 @@ def test_every_key_and_unique_key_is_in_the_index(
     assert not found(index_key("FixtureTags", "no-such-key"))
 
 
+@pytest.mark.usefixtures("hot_path")
 def test_our_dispatch_of_rocketmqs_commitlog_writes_its_queues_and_index(
     store: tuple[Path, dict[str, Any], dict[int, MessageRecord]], tmp_path: Path
 ) -> None:
