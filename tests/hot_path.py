@@ -15,7 +15,7 @@ import pytest
 from sidewinder.broker.processors import send_batch, send_header
 from sidewinder.common.native import NATIVE
 from sidewinder.protocol import message, record
-from sidewinder.store import dispatch_scan, index_file, reput
+from sidewinder.store import dispatch_scan, flush, index_file, reput
 
 IMPLEMENTATIONS = ("native", "python")
 
@@ -27,6 +27,7 @@ def use_python(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(index_file, "ascii_hash", index_file.ascii_hash_py)
     monkeypatch.setattr(index_file, "put_keys", index_file.put_keys_py)
     monkeypatch.setattr(reput, "scan_segment", dispatch_scan.scan_segment_py)
+    monkeypatch.setattr(flush, "default_syncer", flush.ThreadSyncer)
     monkeypatch.setattr(record, "_native_encode_record", None)
     monkeypatch.setattr(send_batch, "send_v2_fields", send_header.send_v2_fields_py)
 

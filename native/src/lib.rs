@@ -12,6 +12,7 @@ mod hash;
 mod index;
 mod record;
 mod send_header;
+mod syncer;
 
 #[pymodule]
 mod _native {
@@ -22,7 +23,10 @@ mod _native {
     /// Bumped when a function's signature changes, so a stale build in the source tree is
     /// refused rather than called with the wrong arguments.
     #[pymodule_export]
-    const API_VERSION: u32 = 6;
+    const API_VERSION: u32 = 7;
+
+    #[pymodule_export]
+    use crate::syncer::Syncer;
 
     /// Java's `String.hashCode()` of `text`: the 31-polynomial over its UTF-16 code units, as a
     /// signed int32 (reference: `sidewinder.protocol.message.java_string_hash_py`). Lone

@@ -1,74 +1,179 @@
 """Flushing the CommitLog: SYNC_FLUSH group commit and the ASYNC_FLUSH timer.
 
-Each runs `flush()` (an fdatasync) off the event loop, in order: group commit on a thread of its
-own, the timer on an executor's. Group commit: every waiter whose end offset one fdatasync covers
-is released by it, so N concurrent producers cost about one disk sync per round, not N. An
-fdatasync error is never swallowed: it fails every waiter and is kept in `error`, and the store
-turns read-only.
+Each runs its fdatasyncs off the event loop, in order: group commit on a thread of its own (a
+syncer), the timer on an executor's. Group commit: every waiter whose end offset one round of
+fdatasyncs covers is released by it, so N concurrent producers cost about one disk sync per
+round, not N. An fdatasync error is never swallowed: it fails every waiter and is kept in
+`error`, and the store turns read-only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import os
 import queue
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
+from typing import Protocol
 
 import structlog
+
+from sidewinder.common.native import NATIVE
 
 log = structlog.get_logger(__name__)
 
 PAGE = 4096
+STOP_WAIT_S = 30  # a sync under way finishes first at stop (a dying disk: not forever)
+
+# What one group-commit round syncs: the file descriptors, and what to call on the loop once
+# they are synced (it marks them flushed and returns the flushed offset).
+SyncPlan = tuple[list[int], Callable[[], int]]
+SyncDone = Callable[[OSError | None], None]
 
 
 class FlushError(OSError):
     """The disk refused a flush; the store is read-only from then on."""
 
 
+class Syncer(Protocol):
+    """Runs rounds of fdatasyncs on a thread of its own, one round at a time; `done` is called
+    on the loop after each, with the error that stopped it, if any."""
+
+    def start(self, loop: asyncio.AbstractEventLoop, done: SyncDone) -> None: ...
+
+    def sync(self, fds: list[int]) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class ThreadSyncer:
+    """The reference syncer: a Python thread, asked through a queue, answering with one
+    call_soon_threadsafe. It takes the GIL to start a round and again after the fdatasync,
+    waiting each time for the loop's thread to let it go."""
+
+    def __init__(self, name: str, sync: Callable[[int], None] = os.fdatasync) -> None:
+        self._name = name
+        self._sync = sync
+        self._asks: queue.SimpleQueue[list[int] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def start(self, loop: asyncio.AbstractEventLoop, done: SyncDone) -> None:
+        self._thread = threading.Thread(
+            target=self._run, args=(loop, done), name=self._name, daemon=True
+        )
+        self._thread.start()
+
+    def sync(self, fds: list[int]) -> None:
+        self._asks.put(fds)
+
+    def _run(self, loop: asyncio.AbstractEventLoop, done: SyncDone) -> None:
+        while (fds := self._asks.get()) is not None:
+            error: OSError | None = None
+            try:
+                for fd in fds:
+                    self._sync(fd)
+            except OSError as exc:
+                error = exc
+            try:
+                loop.call_soon_threadsafe(done, error)
+            except RuntimeError:
+                return  # the loop is closed: the store is gone
+
+    async def stop(self) -> None:
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._asks.put(None)
+            await asyncio.get_running_loop().run_in_executor(None, thread.join, STOP_WAIT_S)
+
+
+class NativeSyncer:
+    """The Rust syncer (sidewinder._native.Syncer): its thread never takes the GIL, so a round
+    starts at once and ends with an eventfd the loop watches."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._eventfd = -1
+        self._native: object | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self, loop: asyncio.AbstractEventLoop, done: SyncDone) -> None:
+        assert NATIVE is not None
+        self._eventfd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._native = NATIVE.Syncer(self._eventfd, self._name)
+        self._loop = loop
+        loop.add_reader(self._eventfd, functools.partial(self._ready, done))
+
+    def sync(self, fds: list[int]) -> None:
+        self._native.sync(fds)  # type: ignore[attr-defined]
+
+    def _ready(self, done: SyncDone) -> None:
+        try:
+            os.eventfd_read(self._eventfd)
+        except BlockingIOError:
+            return
+        errno = self._native.outcome()  # type: ignore[attr-defined]
+        if errno is not None:
+            done(OSError(errno, os.strerror(errno)) if errno else None)
+
+    async def stop(self) -> None:
+        native, self._native = self._native, None
+        if native is None:
+            return
+        assert self._loop is not None
+        self._loop.remove_reader(self._eventfd)
+        await self._loop.run_in_executor(None, native.stop, STOP_WAIT_S)  # type: ignore[attr-defined]
+        with contextlib.suppress(OSError):
+            os.close(self._eventfd)
+
+
+def default_syncer(name: str) -> Syncer:
+    """The Rust syncer when the extension is loaded, else the reference."""
+    return NativeSyncer(name) if NATIVE is not None else ThreadSyncer(name)
+
+
 class GroupCommit:
-    """SYNC_FLUSH waiters released in bulk by each fdatasync.
+    """SYNC_FLUSH waiters released in bulk by each round of fdatasyncs.
 
     Waiters queue in put order, and puts append in that order, so their end offsets (and,
     with one timeout for all, their deadlines) only grow: releasing and expiring both take
     from the head. One timer watches the head's deadline, so a stalled disk still times
     waiters out while an fdatasync hangs.
 
-    The fdatasyncs run on a thread of their own, asked directly from the loop and answering
-    with one call_soon_threadsafe: an unloaded SYNC_FLUSH ack then costs two thread hand-offs
-    and two turns of the loop, where an executor round trip behind an asyncio task took five
-    turns. Nothing else flushes the CommitLog while the store runs under SYNC_FLUSH.
+    A round is planned on the loop (`plan`: which files, and what marks them flushed after),
+    synced by the syncer's thread, and finished on the loop: an unloaded SYNC_FLUSH ack costs
+    two thread hand-offs and two turns of the loop. Nothing else flushes the CommitLog while
+    the store runs under SYNC_FLUSH.
     """
 
     def __init__(
         self,
-        flush: Callable[[], int],
+        plan: Callable[[], SyncPlan],
         on_flushed: Callable[[int], None] | None = None,
         *,
+        syncer: Syncer | None = None,
         thread_name: str = "store-group-commit",
     ) -> None:
-        self._flush = flush
+        self._plan = plan
         # Told after every flush, waited on or not (the dispatcher follows the flushed offset).
         self._on_flushed = on_flushed
         self._waiters: deque[tuple[int, float, asyncio.Future[bool]]] = deque()
         self._timer: asyncio.TimerHandle | None = None
-        self._thread_name = thread_name
-        self._thread: threading.Thread | None = None
-        self._asks: queue.SimpleQueue[bool] = queue.SimpleQueue()  # True: flush; False: stop
-        self._asked = False  # a flush is asked for or running; its answer asks again if needed
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._syncer = syncer if syncer is not None else default_syncer(thread_name)
+        self._started = False
+        self._asked = False  # a round is under way; its answer asks again if needed
+        self._finish: Callable[[], int] | None = None
         self.flushed_offset = 0
         self.flushes = 0
         self.error: BaseException | None = None
 
     def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._thread = threading.Thread(target=self._flush_when_asked, name=self._thread_name)
-        self._thread.daemon = True
-        self._thread.start()
+        self._syncer.start(asyncio.get_running_loop(), self._synced)
+        self._started = True
 
     async def wait_flushed(self, end_offset: int, timeout_s: float) -> bool:
         """True once everything before `end_offset` is durable; False after `timeout_s`."""
@@ -108,25 +213,17 @@ class GroupCommit:
 
     def wake(self) -> None:
         """Ask for a flush without waiting for it (a put whose WAIT property is false)."""
-        if not self._asked and self.error is None and self._thread is not None:
+        if not self._asked and self.error is None and self._started:
             self._asked = True
-            self._asks.put(True)
+            fds, self._finish = self._plan()
+            self._syncer.sync(fds)
 
-    def _flush_when_asked(self) -> None:
-        """The flush thread: one fdatasync per ask, each answered on the loop."""
-        loop = self._loop
-        assert loop is not None
-        while self._asks.get():
-            try:
-                flushed = self._flush()
-            except OSError as exc:
-                answer: Callable[[], None] = functools.partial(self._fail, exc)
-            else:
-                answer = functools.partial(self._flushed, flushed)
-            try:
-                loop.call_soon_threadsafe(answer)
-            except RuntimeError:
-                return  # the loop is closed: the store is gone
+    def _synced(self, error: OSError | None) -> None:
+        finish, self._finish = self._finish, None
+        if error is not None:
+            self._fail(error)
+        elif finish is not None:
+            self._flushed(finish())
 
     def _flushed(self, flushed: int) -> None:
         self._asked = False
@@ -149,17 +246,14 @@ class GroupCommit:
             if not future.done():
                 future.set_exception(FlushError(f"flush failed: {exc}"))
         self._waiters.clear()
-        self._asks.put(False)
 
     async def stop(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            self._asks.put(False)
-            # A flush under way finishes first (it may be stuck on a dying disk: not forever).
-            await asyncio.get_running_loop().run_in_executor(None, thread.join, 30)
+        if self._started:
+            self._started = False
+            await self._syncer.stop()
 
 
 class PeriodicFlush:

@@ -174,6 +174,11 @@ class MappedFile:
         """Global offset just past what readers may see."""
         return self.file_from_offset + self.read_position
 
+    @property
+    def fd(self) -> int:
+        """The open file's descriptor (-1 once closed)."""
+        return self._fd
+
     def flush(self) -> int:
         """Make everything written so far durable; returns the flushed position. Blocking."""
         target = self.read_position

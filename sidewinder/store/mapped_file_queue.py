@@ -266,6 +266,19 @@ class MappedFileQueue:
                 f.flush()
         return self.flushed_offset
 
+    def sync_plan(self) -> tuple[list[int], Callable[[], int]]:
+        """`flush` in two halves, for a sync on another thread: the descriptors of the
+        segments with unflushed bytes, and what marks those bytes flushed once they are synced
+        (returning the flushed offset). Each half runs where appends do not (the loop)."""
+        targets = [(f, f.read_position) for f in self.files if f.read_position > f.flushed_position]
+
+        def mark_flushed() -> int:
+            for f, position in targets:
+                f.flushed_position = max(f.flushed_position, position)
+            return self.flushed_offset
+
+        return [f.fd for f, _ in targets], mark_flushed
+
     def commit(self) -> int:
         """Copy pooled appends into their files; returns the readable end. Blocking."""
         for f in self._pooled:

@@ -33,7 +33,7 @@ from sidewinder.store.config import BrokerRole, FlushDiskType, StoreConfig
 from sidewinder.store.consume_queue import CQ_ENTRY_SIZE, ConsumeQueueTable
 from sidewinder.store.disk_space import ALLOCATION_RETRY_S, DiskSpace
 from sidewinder.store.dispatchers import parse_delay_levels, store_dispatchers
-from sidewinder.store.flush import FlushError, GroupCommit, PeriodicFlush
+from sidewinder.store.flush import FlushError, GroupCommit, PeriodicFlush, SyncPlan
 from sidewinder.store.get_message import GetLimits, GetResult, GetStatus, get_message
 from sidewinder.store.index_service import IndexService
 from sidewinder.store.mapped_file import DiskFullError
@@ -144,7 +144,7 @@ class MessageStore:
         self._queue_offsets_pending = False
         self._dispatch_wakeup = asyncio.Event()
         self.group_commit = GroupCommit(
-            self._flush_commit_log,
+            self._commit_log_sync_plan,
             on_flushed=lambda _: self._dispatch_wakeup.set(),
         )
         self.periodic_flush = PeriodicFlush(
@@ -461,6 +461,19 @@ class MessageStore:
             or self.pool_commit.error
             or self.queue_flush.error
         )
+
+    def _commit_log_sync_plan(self) -> SyncPlan:
+        """Group commit's round (see _flush_commit_log)."""
+        stamp = self.commit_log.last_store_timestamp
+        fds, mark_flushed = self.commit_log.files.sync_plan()
+
+        def finish() -> int:
+            flushed = mark_flushed()
+            checkpoint = self.checkpoint
+            checkpoint.physic_msg_timestamp = max(checkpoint.physic_msg_timestamp, stamp)
+            return flushed
+
+        return fds, finish
 
     def _flush_commit_log(self) -> int:
         # Read before the sync: every record stamped up to it is written, so the sync covers it.

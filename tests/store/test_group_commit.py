@@ -1,15 +1,31 @@
-"""GroupCommit on its own flush thread: release in bulk, time out on a stalled disk, fail loudly."""
+"""GroupCommit and its syncers: release in bulk, time out on a stalled disk, fail loudly.
+
+GroupCommit's own rules run on the reference syncer (a Python thread) over a disk that can be
+made to stall or fail; the Rust syncer, which has no such seam, runs on real files, a pipe (an
+fdatasync refused with EINVAL) and a closed descriptor, and both kinds must give a store the
+same answers (tests/store run the store on each).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import threading
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import uvloop
 
-from sidewinder.store.flush import FlushError, GroupCommit
+from sidewinder.common.native import NATIVE
+from sidewinder.store.flush import (
+    FlushError,
+    GroupCommit,
+    NativeSyncer,
+    SyncPlan,
+    ThreadSyncer,
+)
 
 
 class Disk:
@@ -25,15 +41,22 @@ class Disk:
         self.error: OSError | None = None
         self.threads: set[str] = set()
 
-    def flush(self) -> int:
-        self.threads.add(threading.current_thread().name)
+    def plan(self) -> SyncPlan:
         end = self.end
+        return [7], lambda: end
+
+    def sync(self, fd: int) -> None:
+        assert fd == 7
+        self.threads.add(threading.current_thread().name)
         self.started.set()
         self.stalled.wait(10)
         if self.error is not None:
             raise self.error
         self.syncs += 1
-        return end
+
+    def group_commit(self, on_flushed: Callable[[int], None] | None = None) -> GroupCommit:
+        syncer = ThreadSyncer("store-group-commit", self.sync)
+        return GroupCommit(self.plan, on_flushed, syncer=syncer)
 
 
 def test_waiters_are_released_by_the_flush_that_covers_them() -> None:
@@ -41,7 +64,7 @@ def test_waiters_are_released_by_the_flush_that_covers_them() -> None:
     flushed: list[int] = []
 
     async def run() -> None:
-        commit = GroupCommit(disk.flush, flushed.append)
+        commit = disk.group_commit(flushed.append)
         commit.start()
         disk.stalled.clear()  # the first flush holds until 64 waiters queue behind it
         disk.end = 100
@@ -69,7 +92,7 @@ def test_a_stalled_flush_times_waiters_out_and_a_later_one_releases_the_rest() -
     disk = Disk()
 
     async def run() -> None:
-        commit = GroupCommit(disk.flush)
+        commit = disk.group_commit()
         commit.start()
         disk.stalled.clear()
         disk.end = 10
@@ -88,7 +111,7 @@ def test_a_failed_flush_fails_every_waiter_and_every_later_one() -> None:
     disk = Disk()
 
     async def run() -> None:
-        commit = GroupCommit(disk.flush)
+        commit = disk.group_commit()
         commit.start()
         disk.error = OSError(errno.EIO, "Input/output error")
         disk.end = 10
@@ -102,3 +125,61 @@ def test_a_failed_flush_fails_every_waiter_and_every_later_one() -> None:
         await commit.stop()
 
     uvloop.run(run())
+
+
+@pytest.mark.skipif(NATIVE is None, reason="sidewinder._native is not loaded")
+def test_the_native_syncer_syncs_real_files_and_reports_refusals(tmp_path: Path) -> None:
+    files = [os.open(tmp_path / f"segment{n}", os.O_RDWR | os.O_CREAT) for n in range(2)]
+    read_end, write_end = os.pipe()
+    closed = 1_000_000  # past any descriptor this process has open
+
+    async def run() -> list[OSError | None]:
+        loop = asyncio.get_running_loop()
+        outcomes: list[OSError | None] = []
+        round_done = asyncio.Event()
+
+        def done(error: OSError | None) -> None:
+            outcomes.append(error)
+            round_done.set()
+
+        syncer = NativeSyncer("store-group-commit")
+        syncer.start(loop, done)
+        for fds in (files, [], [read_end], [closed], files):
+            for fd in files:
+                os.pwrite(fd, b"x" * 1000, 0)
+            round_done.clear()
+            syncer.sync(fds)
+            await asyncio.wait_for(round_done.wait(), 5)
+        await syncer.stop()
+        return outcomes
+
+    try:
+        outcomes = uvloop.run(run())
+    finally:
+        for fd in (*files, read_end, write_end):
+            os.close(fd)
+    assert outcomes[0] is None and outcomes[1] is None and outcomes[4] is None
+    assert isinstance(outcomes[2], OSError) and outcomes[2].errno == errno.EINVAL
+    assert isinstance(outcomes[3], OSError) and outcomes[3].errno == errno.EBADF
+
+
+@pytest.mark.skipif(NATIVE is None, reason="sidewinder._native is not loaded")
+def test_a_native_group_commit_fails_every_waiter_when_the_sync_is_refused() -> None:
+    read_end, write_end = os.pipe()  # fdatasync on a pipe: EINVAL, as a refusing disk's EIO
+
+    async def run() -> None:
+        commit = GroupCommit(lambda: ([read_end], lambda: 10), syncer=NativeSyncer("gc"))
+        commit.start()
+        waiters = [commit.durable(10, 5.0), commit.durable(10, 5.0)]
+        for waiter in waiters:
+            with pytest.raises(FlushError, match="flush failed"):
+                await waiter
+        with pytest.raises(FlushError, match="read-only"):
+            await commit.durable(20, 5.0)
+        await commit.stop()
+
+    try:
+        uvloop.run(run())
+    finally:
+        os.close(read_end)
+        os.close(write_end)

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from sidewinder.protocol.message import encode_properties, tags_code
 from sidewinder.protocol.record import Host, MessageToStore, decode_record
 from sidewinder.store.config import StoreConfig
@@ -93,6 +95,7 @@ def test_get_messages_statuses_and_tag_filter(tmp_path: Path) -> None:
     assert not (tmp_path / "abort").exists()
 
 
+@pytest.mark.usefixtures("hot_path")
 def test_sync_flush_group_commit_covers_many_waiters_per_fdatasync(tmp_path: Path) -> None:
     async def scenario() -> tuple[list[PutStatus], int]:
         store = MessageStore(store_config(tmp_path, flush_disk_type="SYNC_FLUSH"), store_host=HOST)
@@ -110,6 +113,7 @@ def test_sync_flush_group_commit_covers_many_waiters_per_fdatasync(tmp_path: Pat
     assert 1 <= flushes < 256 // 4, f"{flushes} fdatasyncs for 256 waiters"
 
 
+@pytest.mark.usefixtures("hot_path")
 def test_wait_false_returns_before_the_flush(tmp_path: Path) -> None:
     async def scenario() -> None:
         store = MessageStore(store_config(tmp_path, flush_disk_type="SYNC_FLUSH"), store_host=HOST)
