@@ -74,7 +74,8 @@ mod _native {
         ))
     }
 
-    /// What dispatch writes for the records of one CommitLog segment from `position`:
+    /// What dispatch writes for the records of one CommitLog segment from `position`, by a
+    /// `dispatch_scan.ScanRules`:
     /// (why it stopped, position after, records, last store timestamp, queue runs, packed
     /// keys). The GIL is released while it reads. Reference and contract:
     /// `sidewinder.store.dispatch_scan.scan_segment_py`.
@@ -87,9 +88,10 @@ mod _native {
         stop: i64,
         readable: i64,
         max_records: i64,
-        delay_levels_ms: Vec<i64>,
-        keys: bool,
+        rules: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyTuple>> {
+        let delay_levels_ms: Vec<i64> = rules.getattr("delay_levels_ms")?.extract()?;
+        let keys: bool = rules.getattr("keys")?.extract()?;
         let buffer = crate::buffer::ReadBuf::get(data)?;
         let bytes = buffer.as_slice();
         if position < 0 || !(position <= readable && readable <= bytes.len() as i64) || max_records < 0 {

@@ -258,17 +258,4 @@ def _parse(
     return end, queue_id, queue_offset, phy, sys_flag, store_ts, topic, bytes(view[props_at:end])
 
 
-def _scan_native(
-    data: Any,
-    position: int,
-    stop: int,
-    readable: int,
-    max_records: int,
-    rules: ScanRules,
-) -> ScanResult:
-    return NATIVE.scan_segment(  # type: ignore[union-attr, no-any-return]
-        data, position, stop, readable, max_records, rules.delay_levels_ms, rules.keys
-    )
-
-
-scan_segment = _scan_native if NATIVE is not None else scan_segment_py
+scan_segment = NATIVE.scan_segment if NATIVE is not None else scan_segment_py

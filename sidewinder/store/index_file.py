@@ -195,6 +195,15 @@ class IndexFileView:
 
 
 Counts = tuple[int, int, int, int, int, int]
+# The IndexFile attributes that make up Counts, in its order.
+_RUNNING_FIELDS = (
+    "index_count",
+    "hash_slot_count",
+    "begin_timestamp",
+    "begin_phy_offset",
+    "end_phy_offset",
+    "end_timestamp",
+)
 
 
 def put_keys_py(buffer: Any, hash_slot_num: int, counts: Counts, keys: bytes) -> Counts:
@@ -309,23 +318,10 @@ class IndexFile:
     def put_keys(self, keys: bytes) -> None:
         """Add keys already hashed (KEY_ENTRY each: the dispatch scan's). The caller saw that
         they fit and reserved their room (IndexService.writable_for)."""
-        counts = (
-            self.index_count,
-            self.hash_slot_count,
-            self.begin_timestamp,
-            self.begin_phy_offset,
-            self.end_phy_offset,
-            self.end_timestamp,
-        )
-        counts = put_keys(self.file.buffer, self.view.hash_slot_num, counts, keys)
-        (
-            self.index_count,
-            self.hash_slot_count,
-            self.begin_timestamp,
-            self.begin_phy_offset,
-            self.end_phy_offset,
-            self.end_timestamp,
-        ) = counts
+        counts = tuple(getattr(self, name) for name in _RUNNING_FIELDS)
+        written = put_keys(self.file.buffer, self.view.hash_slot_num, counts, keys)
+        for name, value in zip(_RUNNING_FIELDS, written, strict=True):
+            setattr(self, name, value)
 
     def _write_header(self) -> None:
         INDEX_HEADER.pack_into(

@@ -136,7 +136,7 @@ def mixed_segment() -> tuple[bytearray, list[int]]:
 
 def native_scan(data: bytes | bytearray, *args: int, rules: ScanRules) -> object:
     assert NATIVE is not None
-    return NATIVE.scan_segment(data, *args, rules.delay_levels_ms, rules.keys)
+    return NATIVE.scan_segment(data, *args, rules)
 
 
 def outcome(scan: object) -> object:
