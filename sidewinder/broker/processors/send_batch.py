@@ -1,10 +1,12 @@
-"""The common send, many at a time: SendLane serves the plain SEND_MESSAGE_V2 of one received
-chunk in one pass (stored with one CommitLog append, answered in one write, durable first where
-the producer waits under SYNC_FLUSH). It takes them either decoded (`take_batch`, which the
-processor table hands each chunk's share of requests) or, with the native extension, straight
-from their frames (`take_frames`, the table's frame lane: the header read by
-`send_header.send_v2_fields` without the generic decode). Anything that needs a check or a
-refusal, and every other request, goes the way of SendProcessor.process, its reference.
+"""The common sends, many at a time: SendLane serves the plain SEND_MESSAGE_V2 and
+SEND_BATCH_MESSAGE requests of one received chunk in one pass (all their messages stored with
+one CommitLog append, answered in one write, durable first where the producer waits under
+SYNC_FLUSH). It takes them either decoded (`take_batch`, which the processor table hands each
+chunk's share of requests) or straight from their frames (`take_frames`, the table's frame lane
+with the native extension: a V2 header read by `send_header.send_v2_fields` without the generic
+decode; a batch's header, one for all its messages, by `send_header.send_batch_fields`).
+Anything that needs a check or a refusal, and every other request, goes the way of
+SendProcessor.process, its reference.
 
 A SUCCESS reply comes from a pre-encoded template: byte for byte the frame the generic path
 encodes (tests/broker/test_send_batch.py compares the two, and runs the same pipelined frames
@@ -20,7 +22,12 @@ from typing import TYPE_CHECKING
 import orjson
 
 from sidewinder.broker.config import PERM_WRITE
-from sidewinder.broker.processors.send_header import SendV2Fields, send_v2_fields
+from sidewinder.broker.processors.send_header import (
+    SendV2Fields,
+    batch_header_parses,
+    send_batch_fields,
+    send_v2_fields,
+)
 from sidewinder.protocol.codes import (
     CURRENT_VERSION,
     LanguageCode,
@@ -29,7 +36,7 @@ from sidewinder.protocol.codes import (
     SerializeType,
 )
 from sidewinder.protocol.command import ONEWAY_FLAG, RESPONSE_FLAG, RemotingCommand
-from sidewinder.protocol.message import encode_offset_msg_id
+from sidewinder.protocol.message import MessageConst, encode_offset_msg_id, property_value
 from sidewinder.protocol.record import (
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
@@ -50,6 +57,14 @@ _PREFIX = struct.Struct(">ii")
 _JSON_TYPE = SerializeType.JSON << 24
 INT32_MAX = (1 << 31) - 1
 INT64_MAX = (1 << 63) - 1
+# A batch body's entry head (send.decode_batch): totalSize, magic, bodyCRC, flag, bodyLen.
+_BATCH_ENTRY = struct.Struct(">iiiii")
+# How a SEND_BATCH_MESSAGE JSON header says its code (the Java and Go clients both write it so);
+# the full decode then checks it.
+_BATCH_CODE = b'"code":%d' % RequestCode.SEND_BATCH_MESSAGE
+# One request the lane serves: opaque, flag, serialize type, and where its messages are in the
+# chunk's list (the first, how many).
+Ask = tuple[int, int, SerializeType, int, int]
 
 
 def strip_wait(properties: str) -> tuple[str, bool]:
@@ -73,27 +88,53 @@ def strip_wait(properties: str) -> tuple[str, bool]:
 
 
 class SendReplyFrames:
-    """Encoded SUCCESS replies to SEND_MESSAGE_V2, four numbers filled into a template."""
+    """Encoded SUCCESS replies to SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE, the numbers filled
+    into a template: msgId (the offsetMsgIds, comma-joined for a batch), queueId, the queue
+    offset of the first message, opaque."""
 
     def __init__(self, region: str, trace_on: bool, store_host: Host) -> None:
         self.key = (region, trace_on)
         host_hex = encode_offset_msg_id(store_host.address, store_host.port, 0)[:-16]
+        self._msg_id = host_hex.encode() + b"%016X"  # the host's hex, then the offset's
         tail = orjson.dumps({"MSG_REGION": region, "TRACE_ON": "true" if trace_on else "false"})
-        header = (
-            b'{"code":0,"extFields":{"msgId":"'
-            + host_hex.encode()
-            + b'%016X","queueId":"%d","queueOffset":"%d",'
+        head = b'{"code":0,"extFields":{"msgId":"'
+        rest = (
+            b'","queueId":"%d","queueOffset":"%d",'
             + tail[1:-1].replace(b"%", b"%%")
             + b'},"flag":1,"language":"JAVA","opaque":%d,"serializeTypeCurrentRPC":"JSON",'
             + b'"version":'
             + str(CURRENT_VERSION).encode()
             + b"}"
         )
-        self._header = header
+        self._header = head + self._msg_id + rest
+        self._header_many = head + b"%s" + rest
 
     def success(self, opaque: int, phy_offset: int, queue_id: int, queue_offset: int) -> bytes:
         header = self._header % (phy_offset, queue_id, queue_offset, opaque)
         return _PREFIX.pack(4 + len(header), _JSON_TYPE | len(header)) + header
+
+    def success_many(
+        self, opaque: int, phy_offsets: list[int], queue_id: int, queue_offset: int
+    ) -> bytes:
+        """A batch's: every message's offsetMsgId, comma-joined (AppendResult.msg_ids)."""
+        msg_id = self._msg_id
+        ids = b",".join([msg_id % phy for phy in phy_offsets])
+        header = self._header_many % (ids, queue_id, queue_offset, opaque)
+        return _PREFIX.pack(4 + len(header), _JSON_TYPE | len(header)) + header
+
+
+class _Chunk:
+    """What the lane takes of one received chunk: the messages to append in one pass, and for
+    each request served, how to answer it (`asks`) and whether its producer waits for the flush
+    (`waits`)."""
+
+    __slots__ = ("asks", "messages", "size", "waits")
+
+    def __init__(self) -> None:
+        self.asks: list[Ask] = []
+        self.messages: list[MessageToStore] = []
+        self.waits: list[bool] = []
+        self.size = 0  # bytes of the records of `messages`
 
 
 class SendLane:
@@ -124,24 +165,29 @@ class SendLane:
             return requests
         born = self.processor.born_host(ctx.remote_address)
         size_limit = self._size_limit()
+        chunk = _Chunk()
         others: list[RemotingCommand] = []
-        asks: list[tuple[int, int, SerializeType]] = []
-        messages: list[MessageToStore] = []
-        waits: list[bool] = []
-        for request in requests:
-            plain = None
+        for at, request in enumerate(requests):
+            taken: bool | None = False
             if request.code == RequestCode.SEND_MESSAGE_V2:
                 fields = fields_from_ext(request)
                 if fields is not None:
-                    plain = self._plain(fields, request.body_bytes, born, size_limit)
-            if plain is None:
+                    taken = self._take_send(
+                        chunk, fields, request.serialize_type, request.body_bytes, born, size_limit
+                    )
+            elif request.code == RequestCode.SEND_BATCH_MESSAGE:
+                fields = fields_from_ext(request)
+                if fields is not None and batch_header_parses(request.ext_fields or {}):
+                    taken = self._take_batch_send(
+                        chunk, fields, request.serialize_type, request.body_bytes, born
+                    )
+                    if taken is None:
+                        others += requests[at:]
+                        break
+            if not taken:
                 others.append(request)
-            else:
-                asks.append((request.opaque, request.flag, request.serialize_type))
-                messages.append(plain[0])
-                waits.append(plain[1])
-        if messages:
-            self._store_and_answer(ctx, asks, messages, waits)
+        if chunk.messages:
+            self._store_and_answer(ctx, chunk)
         return others
 
     def take_frames(self, ctx: RequestContext, frames: list[RawFrame]) -> list[RawFrame]:
@@ -151,37 +197,111 @@ class SendLane:
             return frames
         born = self.processor.born_host(ctx.remote_address)
         size_limit = self._size_limit()
+        chunk = _Chunk()
         others: list[RawFrame] = []
-        asks: list[tuple[int, int, SerializeType]] = []
-        messages: list[MessageToStore] = []
-        waits: list[bool] = []
         json = SerializeType.JSON
-        for frame in frames:
-            plain = None
+        for at, frame in enumerate(frames):
+            taken: bool | None = False
             if frame.serialize_type is json:
                 fields = send_v2_fields(frame.header)
-                if fields is not None and not fields[1] & RESPONSE_FLAG:
-                    plain = self._plain(fields, frame.body or b"", born, size_limit)
-            if plain is None:
+                if fields is not None:
+                    taken = self._take_send(
+                        chunk, fields, json, frame.body or b"", born, size_limit
+                    )
+                elif _BATCH_CODE in frame.header:
+                    fields = send_batch_fields(frame.header)
+                    if fields is not None:
+                        taken = self._take_batch_send(chunk, fields, json, frame.body or b"", born)
+                        if taken is None:
+                            others += frames[at:]
+                            break
+            if not taken:
                 others.append(frame)
-            else:
-                asks.append((fields[0], fields[1], json))  # type: ignore[index]
-                messages.append(plain[0])
-                waits.append(plain[1])
-        if messages:
-            self._store_and_answer(ctx, asks, messages, waits)
+        if chunk.messages:
+            self._store_and_answer(ctx, chunk)
         return others
 
-    def _plain(
-        self, fields: SendV2Fields, body: bytes, born: Host, size_limit: int
-    ) -> tuple[MessageToStore, bool] | None:
-        """The message of a send the lane can store as it is, and whether its producer waits
-        for the flush; None for one that goes through `process`: a topic to create or refuse,
-        a retry, delayed or transactional send, a number out of range, a message too big
-        (`size_limit`: the CommitLog's, see `_size_limit`)."""
-        _, _, name, queue_id, sys_flag, born_timestamp, flag, reconsume, properties = fields
+    def _take_send(
+        self,
+        chunk: _Chunk,
+        fields: SendV2Fields,
+        serialize_type: SerializeType,
+        body: bytes,
+        born: Host,
+        size_limit: int,
+    ) -> bool:
+        """Take a single send the lane can store as it is; False for one that goes through
+        `process` (see `_target`), or a message too big (`size_limit`: the CommitLog's, see
+        `_size_limit`)."""
+        topic = self._target(fields)
+        if topic is None:
+            return False
+        properties, wait = strip_wait(fields[8])
+        encoded = properties.encode("utf-8", "surrogateescape").rstrip(b"\x02")
+        message = MessageToStore(
+            topic,
+            fields[3],
+            body,
+            encoded + self._cluster_tail if encoded else self._cluster_property,
+            fields[6],
+            fields[4],
+            fields[5],
+            born,
+            self.store_host,
+            fields[7],
+        )
+        # A plain name is at most 127 ASCII characters and the numbers fit: what is left of
+        # CommitLog.illegal is the sizes.
+        if message.record_size > size_limit or len(message.properties) > MAX_PROPERTIES_LENGTH:
+            return False
+        chunk.asks.append((fields[0], fields[1], serialize_type, len(chunk.messages), 1))
+        chunk.messages.append(message)
+        chunk.waits.append(wait)
+        chunk.size += message.record_size
+        return True
+
+    def _take_batch_send(
+        self,
+        chunk: _Chunk,
+        fields: SendV2Fields,
+        serialize_type: SerializeType,
+        body: bytes,
+        born: Host,
+    ) -> bool | None:
+        """Take a batch send the lane can store as it is: True, or False for one that goes
+        through `process` (see `_target`; a body `process` refuses; a batch the CommitLog
+        refuses). None when it would not fit what is left of the CommitLog segment after the
+        chunk's sends before it: `process` is to store it in the next segment (a batch stays
+        in one, as in RocketMQ) and, to keep their order, the rest of the chunk after it."""
+        topic = self._target(fields)
+        if topic is None:
+            return False
+        built = self._batch_messages(body, topic, fields, born)
+        if built is None:
+            return False
+        messages, size = built
+        if size > self.store.commit_log.max_message_size:
+            return False
+        if chunk.size + size + END_FILE_MIN_BLANK_LENGTH > self._segment_room():
+            return None
+        chunk.asks.append(
+            (fields[0], fields[1], serialize_type, len(chunk.messages), len(messages))
+        )
+        chunk.messages += messages
+        # The store's rule for a batch (MessageStore.put_messages): its first message's WAIT.
+        wait = property_value(messages[0].properties, MessageConst.WAIT_STORE_MSG_OK)
+        chunk.waits.append(wait is None or wait.lower() != "false")
+        chunk.size += size
+        return True
+
+    def _target(self, fields: SendV2Fields) -> bytes | None:
+        """The topic name a send may go to without the checks of `process`; None for a send
+        that needs them: a response, a topic to create or refuse, a retry, delayed or
+        transactional send, a number out of range."""
+        _, flags, name, queue_id, sys_flag, born_timestamp, flag, reconsume, properties = fields
         if (
-            sys_flag & TRANSACTION_TYPE_MASK
+            flags & RESPONSE_FLAG
+            or sys_flag & TRANSACTION_TYPE_MASK
             or sys_flag > INT32_MAX
             or flag > INT32_MAX
             or reconsume > INT32_MAX
@@ -201,25 +321,53 @@ class SendLane:
             or "TRAN_MSG\x01" in properties
         ):
             return None
-        properties, wait = strip_wait(properties)
-        encoded = properties.encode("utf-8", "surrogateescape").rstrip(b"\x02")
-        message = MessageToStore(
-            topic_bytes,
-            queue_id,
-            body,
-            encoded + self._cluster_tail if encoded else self._cluster_property,
-            flag,
-            sys_flag,
-            born_timestamp,
-            born,
-            self.store_host,
-            reconsume,
-        )
-        # A plain name is at most 127 ASCII characters and the numbers fit: what is left of
-        # CommitLog.illegal is the sizes.
-        if message.record_size > size_limit or len(message.properties) > MAX_PROPERTIES_LENGTH:
-            return None
-        return message, wait
+        return topic_bytes
+
+    def _batch_messages(
+        self, data: bytes, topic: bytes, fields: SendV2Fields, born: Host
+    ) -> tuple[list[MessageToStore], int] | None:
+        """The messages of a batch body as `process` stores them (send.decode_batch, then
+        SendProcessor._messages: the header's fields shared, each message's properties ending
+        with the CLUSTER one), and the bytes of their records; decoded and built in one pass.
+        None for a body `process` refuses, or a message whose properties the CommitLog does."""
+        _, _, _, queue_id, sys_flag, born_timestamp, _, reconsume, _ = fields
+        store_host, cluster, tail = self.store_host, self._cluster_property, self._cluster_tail
+        entry = _BATCH_ENTRY.unpack_from
+        messages: list[MessageToStore] = []
+        append = messages.append
+        size = at = 0
+        length = len(data)
+        while at < length:
+            if at + 20 > length:
+                return None
+            total, _, _, flag, body_len = entry(data, at)
+            body_at = at + 20
+            props_at = body_at + body_len  # where the properties' length is
+            if body_len < 0 or props_at + 2 > length:
+                return None
+            props_len = data[props_at] << 8 | data[props_at + 1]  # a negative short: > 0x7FFF
+            end = props_at + 2 + props_len
+            if props_len > 0x7FFF or end > length or (total and at + total != end):
+                return None
+            properties = data[props_at + 2 : end].rstrip(b"\x02")
+            message = MessageToStore(
+                topic,
+                queue_id,
+                data[body_at:props_at],
+                properties + tail if properties else cluster,
+                flag,
+                sys_flag,
+                born_timestamp,
+                born,
+                store_host,
+                reconsume,
+            )
+            if len(message.properties) > MAX_PROPERTIES_LENGTH:
+                return None
+            size += message.record_size
+            append(message)
+            at = end
+        return (messages, size) if messages else None
 
     def _size_limit(self) -> int:
         """The largest record the CommitLog takes (maxMessageSize, and a segment's room)."""
@@ -227,6 +375,13 @@ class SendLane:
         return min(
             commit_log.max_message_size, commit_log.files.file_size - END_FILE_MIN_BLANK_LENGTH
         )
+
+    def _segment_room(self) -> int:
+        """How many bytes the next append has in the CommitLog's segment: what the current one
+        has left, or a whole new one's when there is none or it is full (the append makes it)."""
+        files = self.store.commit_log.files
+        last = files.last_file
+        return files.file_size if last is None or last.is_full else last.remaining
 
     def _plain_name(self, name: str) -> bytes:
         if len(self._plain_names) > 100_000:
@@ -236,31 +391,30 @@ class SendLane:
         return encoded
 
     # -- answering --------------------------------------------------------------------------------
-    def _store_and_answer(
-        self,
-        ctx: RequestContext,
-        asks: list[tuple[int, int, SerializeType]],
-        messages: list[MessageToStore],
-        waits: list[bool],
-    ) -> None:
+    def _store_and_answer(self, ctx: RequestContext, chunk: _Chunk) -> None:
+        asks, messages, waits = chunk.asks, chunk.messages, chunk.waits
         self.batched += len(messages)
         appended = self.store.append_many(messages)
         stored = len(appended.phy_offsets)
+        answered = len(asks)  # the asks whose messages were all appended: the first ones
+        if stored < len(messages):
+            answered = sum(1 for ask in asks if ask[3] + ask[4] <= stored)
         now: list[int] = []  # indexes answered at once
         later: list[int] = []  # answered once durable
         sync = self.store.sync_flush
-        for n in range(stored):
+        for n in range(answered):
             (later if sync and waits[n] else now).append(n)
         frames = self._stored_frames(asks, messages, appended, now)
         unavailable = self.processor.unavailable(appended.remark)
-        for n in range(stored, len(asks)):
+        for n in range(answered, len(asks)):
             frames.append(
                 self._failed_frame(asks[n], ResponseCode.SERVICE_NOT_AVAILABLE, unavailable)
             )
         if frames:
             ctx.write_frames([f for f in frames if f])
         if later:
-            last = later[-1]
+            _, _, _, first, count = asks[later[-1]]
+            last = first + count - 1
             end = appended.phy_offsets[last] + messages[last].record_size
             self.store.durable(end).add_done_callback(
                 lambda done: self._answer_durable(ctx, asks, messages, appended, later, done)
@@ -269,7 +423,7 @@ class SendLane:
     def _answer_durable(
         self,
         ctx: RequestContext,
-        asks: list[tuple[int, int, SerializeType]],
+        asks: list[Ask],
         messages: list[MessageToStore],
         appended: AppendedMany,
         indexes: list[int],
@@ -281,21 +435,22 @@ class SendLane:
         else:
             frames = []
             for n in indexes:
+                first = asks[n][3]
                 if isinstance(error, FlushError):
                     result = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=str(error))
                 else:
                     result = PutResult(
                         PutStatus.FLUSH_DISK_TIMEOUT,
-                        self._append_result(messages[n], appended, n),
+                        self._append_result(asks[n], messages, appended),
                         "not flushed within syncFlushTimeout "
                         f"{self.store.config.sync_flush_timeout} ms",
                     )
-                frames.append(self._generic_frame(asks[n], result, messages[n].queue_id))
+                frames.append(self._generic_frame(asks[n], result, messages[first].queue_id))
         ctx.write_frames([f for f in frames if f])
 
     def _stored_frames(
         self,
-        asks: list[tuple[int, int, SerializeType]],
+        asks: list[Ask],
         messages: list[MessageToStore],
         appended: AppendedMany,
         indexes: list[int],
@@ -307,55 +462,61 @@ class SendLane:
             replies = self._replies = SendReplyFrames(
                 config.region_id, config.trace_on, self.store_host
             )
-        success = replies.success
+        success, success_many = replies.success, replies.success_many
         phys, offsets = appended.phy_offsets, appended.queue_offsets
         json = SerializeType.JSON
         frames: list[bytes] = []
         for n in indexes:
-            opaque, flag, serialize_type = asks[n]
+            opaque, flag, serialize_type, first, count = asks[n]
             if flag & ONEWAY_FLAG:
                 continue
-            if serialize_type is json:
-                frames.append(success(opaque, phys[n], messages[n].queue_id, offsets[n]))
+            queue_id = messages[first].queue_id
+            if serialize_type is not json:
+                result = PutResult(
+                    PutStatus.PUT_OK, self._append_result(asks[n], messages, appended)
+                )
+                frames.append(self._generic_frame(asks[n], result, queue_id))
+            elif count == 1:
+                frames.append(success(opaque, phys[first], queue_id, offsets[first]))
             else:
-                result = PutResult(PutStatus.PUT_OK, self._append_result(messages[n], appended, n))
-                frames.append(self._generic_frame(asks[n], result, messages[n].queue_id))
+                ids = phys[first : first + count]
+                frames.append(success_many(opaque, ids, queue_id, offsets[first]))
         return frames
 
-    def _generic_frame(
-        self, ask: tuple[int, int, SerializeType], result: PutResult, queue_id: int
-    ) -> bytes:
-        opaque, flag, serialize_type = ask
+    def _generic_frame(self, ask: Ask, result: PutResult, queue_id: int) -> bytes:
+        opaque, flag, serialize_type, _, _ = ask
         if flag & ONEWAY_FLAG:
             return b""
         request = _request(opaque, flag, serialize_type)
         return encode_frame(self.processor.reply(request, result, queue_id))
 
     @staticmethod
-    def _failed_frame(ask: tuple[int, int, SerializeType], code: int, remark: str) -> bytes:
-        opaque, flag, serialize_type = ask
+    def _failed_frame(ask: Ask, code: int, remark: str) -> bytes:
+        opaque, flag, serialize_type, _, _ = ask
         if flag & ONEWAY_FLAG:
             return b""
         return encode_frame(_request(opaque, flag, serialize_type).reply(code, remark))
 
     def _append_result(
-        self, message: MessageToStore, appended: AppendedMany, n: int
+        self, ask: Ask, messages: list[MessageToStore], appended: AppendedMany
     ) -> AppendResult:
-        phy = appended.phy_offsets[n]
+        """What the store's put of this send alone would have said (for the generic reply)."""
+        _, _, _, first, count = ask
+        phys = tuple(appended.phy_offsets[first : first + count])
         return AppendResult(
             AppendStatus.PUT_OK,
-            phy,
-            message.record_size,
-            appended.queue_offsets[n],
-            1,
+            phys[0],
+            sum(message.record_size for message in messages[first : first + count]),
+            appended.queue_offsets[first],
+            count,
             0,
-            (phy,),
+            phys,
             self.store_host,
         )
 
 
 def fields_from_ext(request: RemotingCommand) -> SendV2Fields | None:
-    """What the lane reads of a decoded SEND_MESSAGE_V2 (send_v2_fields's tuple): plain
+    """What the lane reads of a decoded send (send_v2_fields's tuple): plain
     decimal numbers only (no sign, space or "_" that int() would take), all required fields
     there; None sends it to `process`, which accepts or refuses it with its own remark."""
     ext = request.ext_fields
