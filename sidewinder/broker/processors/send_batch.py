@@ -128,13 +128,23 @@ class _Chunk:
     each request served, how to answer it (`asks`) and whether its producer waits for the flush
     (`waits`)."""
 
-    __slots__ = ("asks", "messages", "size", "waits")
+    __slots__ = ("asks", "messages", "size", "sized", "waits")
 
     def __init__(self) -> None:
         self.asks: list[Ask] = []
         self.messages: list[MessageToStore] = []
         self.waits: list[bool] = []
-        self.size = 0  # bytes of the records of `messages`
+        self.size = 0  # bytes of the records of messages[:sized]
+        self.sized = 0
+
+    def record_bytes(self) -> int:
+        """Bytes of the records of `messages`: worked out only where a batch needs to know
+        where it would go, so single sends do not pay for it."""
+        messages = self.messages
+        for n in range(self.sized, len(messages)):
+            self.size += messages[n].record_size
+        self.sized = len(messages)
+        return self.size
 
 
 class SendLane:
@@ -167,25 +177,27 @@ class SendLane:
         size_limit = self._size_limit()
         chunk = _Chunk()
         others: list[RemotingCommand] = []
-        for at, request in enumerate(requests):
-            taken: bool | None = False
+        rest = iter(requests)
+        for request in rest:
             if request.code == RequestCode.SEND_MESSAGE_V2:
                 fields = fields_from_ext(request)
-                if fields is not None:
-                    taken = self._take_send(
-                        chunk, fields, request.serialize_type, request.body_bytes, born, size_limit
-                    )
+                if fields is not None and self._take_send(
+                    chunk, fields, request.serialize_type, request.body_bytes, born, size_limit
+                ):
+                    continue
             elif request.code == RequestCode.SEND_BATCH_MESSAGE:
                 fields = fields_from_ext(request)
                 if fields is not None and batch_header_parses(request.ext_fields or {}):
                     taken = self._take_batch_send(
                         chunk, fields, request.serialize_type, request.body_bytes, born
                     )
-                    if taken is None:
-                        others += requests[at:]
+                    if taken is None:  # this one and the rest go to `process`, in order
+                        others.append(request)
+                        others += rest
                         break
-            if not taken:
-                others.append(request)
+                    if taken:
+                        continue
+            others.append(request)
         if chunk.messages:
             self._store_and_answer(ctx, chunk)
         return others
@@ -200,23 +212,24 @@ class SendLane:
         chunk = _Chunk()
         others: list[RawFrame] = []
         json = SerializeType.JSON
-        for at, frame in enumerate(frames):
-            taken: bool | None = False
+        rest = iter(frames)
+        for frame in rest:
             if frame.serialize_type is json:
                 fields = send_v2_fields(frame.header)
                 if fields is not None:
-                    taken = self._take_send(
-                        chunk, fields, json, frame.body or b"", born, size_limit
-                    )
+                    if self._take_send(chunk, fields, json, frame.body or b"", born, size_limit):
+                        continue
                 elif _BATCH_CODE in frame.header:
                     fields = send_batch_fields(frame.header)
                     if fields is not None:
                         taken = self._take_batch_send(chunk, fields, json, frame.body or b"", born)
-                        if taken is None:
-                            others += frames[at:]
+                        if taken is None:  # this one and the rest go to `process`, in order
+                            others.append(frame)
+                            others += rest
                             break
-            if not taken:
-                others.append(frame)
+                        if taken:
+                            continue
+            others.append(frame)
         if chunk.messages:
             self._store_and_answer(ctx, chunk)
         return others
@@ -236,28 +249,29 @@ class SendLane:
         topic = self._target(fields)
         if topic is None:
             return False
-        properties, wait = strip_wait(fields[8])
+        opaque, flags, _, queue_id, sys_flag, born_timestamp, flag, reconsume, properties = fields
+        properties, wait = strip_wait(properties)
         encoded = properties.encode("utf-8", "surrogateescape").rstrip(b"\x02")
         message = MessageToStore(
             topic,
-            fields[3],
+            queue_id,
             body,
             encoded + self._cluster_tail if encoded else self._cluster_property,
-            fields[6],
-            fields[4],
-            fields[5],
+            flag,
+            sys_flag,
+            born_timestamp,
             born,
             self.store_host,
-            fields[7],
+            reconsume,
         )
         # A plain name is at most 127 ASCII characters and the numbers fit: what is left of
         # CommitLog.illegal is the sizes.
         if message.record_size > size_limit or len(message.properties) > MAX_PROPERTIES_LENGTH:
             return False
-        chunk.asks.append((fields[0], fields[1], serialize_type, len(chunk.messages), 1))
-        chunk.messages.append(message)
+        messages = chunk.messages
+        chunk.asks.append((opaque, flags, serialize_type, len(messages), 1))
+        messages.append(message)
         chunk.waits.append(wait)
-        chunk.size += message.record_size
         return True
 
     def _take_batch_send(
@@ -282,7 +296,7 @@ class SendLane:
         messages, size = built
         if size > self.store.commit_log.max_message_size:
             return False
-        if chunk.size + size + END_FILE_MIN_BLANK_LENGTH > self._segment_room():
+        if chunk.record_bytes() + size + END_FILE_MIN_BLANK_LENGTH > self._segment_room():
             return None
         chunk.asks.append(
             (fields[0], fields[1], serialize_type, len(chunk.messages), len(messages))
@@ -291,7 +305,6 @@ class SendLane:
         # The store's rule for a batch (MessageStore.put_messages): its first message's WAIT.
         wait = property_value(messages[0].properties, MessageConst.WAIT_STORE_MSG_OK)
         chunk.waits.append(wait is None or wait.lower() != "false")
-        chunk.size += size
         return True
 
     def _target(self, fields: SendV2Fields) -> bytes | None:
