@@ -633,7 +633,7 @@ def test_the_batch_reply_template_is_the_generic_reply_byte_for_byte(
 
 
 def _decoded_the_reference_way(
-    processor: SendProcessor, body: bytes, fields: tuple[Any, ...]
+    processor: SendProcessor, body: bytes, fields: tuple[Any, ...], born: Host
 ) -> list[MessageToStore] | None:
     try:
         entries = decode_batch(body)
@@ -642,7 +642,7 @@ def _decoded_the_reference_way(
     header = SendMessageRequestHeader(
         "g", TOPIC, "TBW102", 4, fields[3], fields[4], fields[5], 0, reconsume_times=fields[7]
     )
-    return processor._messages(header, TOPIC, fields[3], entries, BORN) or None
+    return processor._messages(header, TOPIC, fields[3], entries, born) or None
 
 
 def _same_messages(got: list[MessageToStore], expected: list[MessageToStore]) -> None:
@@ -652,7 +652,6 @@ def _same_messages(got: list[MessageToStore], expected: list[MessageToStore]) ->
     ]
 
 
-BORN = Host(bytes([192, 168, 7, 9]), 40404)
 _ENTRIES = st.lists(
     st.tuples(
         st.integers(-(2**31), 2**31 - 1),
@@ -668,14 +667,27 @@ _ENTRIES = st.lists(
 )
 
 
-@given(_ENTRIES, st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)), max_size=3))
+_HOSTS = st.sampled_from([Host(bytes([192, 168, 7, 9]), 40404), Host(bytes(range(16)), 1)])
+
+
+@given(
+    _ENTRIES,
+    st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)), max_size=3),
+    _HOSTS,
+    _HOSTS,
+    st.sampled_from([0, 1, 0x800]),  # a plain, a compressed, a "some other flag" sysFlag
+)
 def test_batch_bodies_are_read_as_decode_batch_reads_them(
-    entries: list[tuple[int, bytes, bytes, bool, bool]], mutations: list[tuple[int, int]]
+    entries: list[tuple[int, bytes, bytes, bool, bool]],
+    mutations: list[tuple[int, int]],
+    born: Host,
+    store_host: Host,
+    sys_flag: int,
 ) -> None:
     """Well-formed and mutated bodies: where the lane builds messages they are the ones the
-    reference path builds (every field, worked-out ones too); where decode_batch refuses one
-    or finds it empty, the lane leaves it to `process`."""
-    processor = _processor(Host(bytes([10, 0, 0, 5]), 10911))
+    reference path builds (every field, worked-out ones too, for IPv4 and IPv6 hosts); where
+    decode_batch refuses one or finds it empty, the lane leaves it to `process`."""
+    processor = _processor(store_host)
     body = bytearray()
     for flag, data, props, trailing, no_total in entries:
         props = props + b"\x02\x02" if trailing else props
@@ -683,9 +695,9 @@ def test_batch_bodies_are_read_as_decode_batch_reads_them(
     for at, byte in mutations:
         if body:
             body[at % len(body)] = byte
-    fields = (1, 0, TOPIC, 3, 0, 1_700_000_000_123, 0, 2, "")
-    got = processor.lane._batch_messages(bytes(body), TOPIC.encode(), fields, BORN)
-    expected = _decoded_the_reference_way(processor, bytes(body), fields)
+    fields = (1, 0, TOPIC, 3, sys_flag, 1_700_000_000_123, 0, 2, "")
+    got = processor.lane._batch_messages(bytes(body), TOPIC.encode(), fields, born)
+    expected = _decoded_the_reference_way(processor, bytes(body), fields, born)
     if expected is None:
         assert got is None
     else:
