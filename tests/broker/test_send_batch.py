@@ -12,7 +12,6 @@ import dataclasses
 import random
 import socket
 import struct
-import threading
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -559,38 +558,44 @@ def test_a_batch_the_segment_cannot_hold_starts_the_next_one_as_in_process(
     assert served.queues == reference.queues
 
 
+@pytest.mark.parametrize("flushed", [True, False])
 @pytest.mark.parametrize("lane", ["batch", "frames"])
-def test_waiting_batches_are_answered_once_durable_or_timed_out(tmp_path: Path, lane: str) -> None:
-    """SYNC_FLUSH with a stalled disk: the sends whose producers do not wait are answered at
-    once, the others only when their flush times out (FLUSH_DISK_TIMEOUT, with where the
-    messages went), as `process` answers them."""
+def test_waiting_batches_are_answered_once_durable(
+    tmp_path: Path, lane: str, flushed: bool
+) -> None:
+    """SYNC_FLUSH with the group commit held back (asked for no sync): the sends whose
+    producers do not wait are answered at once, the others only once a sync covers them
+    (`flushed`: SUCCESS) or their syncFlushTimeout passes (FLUSH_DISK_TIMEOUT, with where the
+    messages went), the same frames `process` answers."""
     frames, replies, _ = _plain_batches()
     # Not waited for: the batch and the single send of WAIT false, and the batch whose first
     # message says WAIT false.
     waits_not = {1002, 1005, 1007}
+    expected = ResponseCode.SUCCESS if flushed else ResponseCode.FLUSH_DISK_TIMEOUT
 
-    async def stalled(root: Path, path: str) -> tuple[list[RawFrame], list[RawFrame]]:
-        conf = {"syncFlushTimeout": "1000"}
+    async def held(root: Path, path: str) -> tuple[list[RawFrame], list[RawFrame]]:
+        conf = {"syncFlushTimeout": "30000" if flushed else "1000"}
         async with _broker(root, lane=path, flush="SYNC_FLUSH", conf=conf) as (_, store, port):
-            disk = threading.Event()
-            flush = store.group_commit._flush  # the fdatasync, stalled until the test ends
-            store.group_commit._flush = lambda: disk.wait(10) and flush()
+            commit = store.group_commit
+            commit.wake = lambda: None  # type: ignore[method-assign]
             client = _Client(port)
             try:
                 await client.send(frames)
                 await client.read(len(waits_not))
-                await asyncio.sleep(0.2)  # none of the others comes before its timeout
+                await asyncio.sleep(0.2)  # no other answer comes while nothing is synced
                 early = list(client.replies)
+                if flushed:
+                    del commit.wake  # the class's again
+                    commit.wake()
                 late = await client.read(replies)
             finally:
-                disk.set()
                 client.close()
         return early, late
 
-    results = {path: uvloop.run(stalled(tmp_path / path, path)) for path in ("process", lane)}
+    results = {path: uvloop.run(held(tmp_path / path, path)) for path in ("process", lane)}
     for early, late in results.values():
         assert {decode_raw(f).opaque for f in early} == waits_not
-        assert {decode_raw(f).code for f in late[len(early) :]} == {ResponseCode.FLUSH_DISK_TIMEOUT}
+        assert {decode_raw(f).code for f in late[len(early) :]} == {expected}
 
     def by_opaque(frames: list[RawFrame]) -> list[tuple[bytes, bytes | None]]:
         pairs = sorted((decode_raw(f).opaque, f.header, f.body) for f in frames)
