@@ -672,7 +672,8 @@ _ENTRIES = st.lists(
 )
 
 
-_HOSTS = st.sampled_from([Host(bytes([192, 168, 7, 9]), 40404), Host(bytes(range(16)), 1)])
+BORN_V4 = Host(bytes([192, 168, 7, 9]), 40404)
+_HOSTS = st.sampled_from([BORN_V4, Host(bytes(range(16)), 1)])
 
 
 @given(
@@ -729,6 +730,53 @@ def test_a_batch_header_parses_where_the_generic_decode_does(
     except HeaderError:
         parses = False
     assert batch_header_parses(ext) == parses
+
+
+# A plain header's fields changed one at a time: whether the lane still takes the send.
+_HEADER_CHANGES: list[tuple[dict[str, Any], bool]] = [
+    ({}, True),
+    ({"name": "TBW102"}, True),  # a topic that exists, though the default one
+    *(({"name": name}, False) for name in (READ_ONLY, "NoSuchTopic", "%RETRY%g", "a b")),
+    *(({"name": name}, False) for name in ("SCHEDULE_TOPIC_XXXX", "x" * 128)),
+    ({"queue_id": 3}, True),
+    *(({"queue_id": queue_id}, False) for queue_id in (4, 2**31)),
+    ({"sys_flag": 1}, True),
+    *(({"sys_flag": sys_flag}, False) for sys_flag in (4, 8, 12, 2**31 - 1, 2**31)),
+    ({"born_timestamp": 2**63 - 1}, True),
+    ({"born_timestamp": 2**63}, False),
+    *(({"flag": flag}, True) for flag in (-1, 2**31 - 1)),
+    ({"flag": 2**31}, False),
+    ({"reconsume": 2**31 - 1}, True),
+    ({"reconsume": 2**31}, False),
+    ({"properties": "WAIT\x01true"}, True),
+    *(({"properties": p}, False) for p in ("DELAY\x013", "TRAN_MSG\x01true", "K\x01XDELAY\x01")),
+]
+
+
+@pytest.mark.parametrize(("changes", "taken"), _HEADER_CHANGES, ids=repr)
+def test_a_batch_header_goes_the_lane_where_a_single_send_s_would(
+    changes: dict[str, Any], taken: bool
+) -> None:
+    """`_target` (a batch's checks) and `_plain` (a single send's, spelled out for speed)
+    take and leave the same headers, and name the same topic."""
+    processor = _processor(Host(bytes([10, 0, 0, 5]), 10911))
+    processor.topics.topics[TOPIC] = TopicConfig(TOPIC, 4, 4)
+    processor.topics.topics[READ_ONLY] = TopicConfig(READ_ONLY, 4, 4, PERM_READ)
+    header = {
+        "name": TOPIC,
+        "queue_id": 0,
+        "sys_flag": 0,
+        "born_timestamp": 1_700_000_000_000,
+        "flag": 0,
+        "reconsume": 0,
+        "properties": "",
+        **changes,
+    }
+    fields = (1, 0, *header.values())
+    target = processor.lane._target(fields)  # type: ignore[arg-type]
+    plain = processor.lane._plain(fields, b"body", BORN_V4, 1 << 20)  # type: ignore[arg-type]
+    assert target == (None if plain is None else plain[0].topic)
+    assert (target is not None) == taken
 
 
 @pytest.mark.interop
