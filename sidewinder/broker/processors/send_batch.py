@@ -1,10 +1,12 @@
-"""The common send, many at a time: SendLane serves the plain SEND_MESSAGE_V2 of one received
-chunk in one pass (stored with one CommitLog append, answered in one write, durable first where
-the producer waits under SYNC_FLUSH). It takes them either decoded (`take_batch`, which the
-processor table hands each chunk's share of requests) or, with the native extension, straight
-from their frames (`take_frames`, the table's frame lane: the header read by
-`send_header.send_v2_fields` without the generic decode). Anything that needs a check or a
-refusal, and every other request, goes the way of SendProcessor.process, its reference.
+"""The common sends, many at a time: SendLane serves the plain SEND_MESSAGE_V2 and
+SEND_BATCH_MESSAGE requests of one received chunk in one pass (all their messages stored with
+one CommitLog append, answered in one write, durable first where the producer waits under
+SYNC_FLUSH). It takes them either decoded (`take_batch`, which the processor table hands each
+chunk's share of requests) or straight from their frames (`take_frames`, the table's frame lane
+with the native extension: a V2 header read by `send_header.send_v2_fields` without the generic
+decode; a batch's header, one for all its messages, by `send_header.send_batch_fields`).
+Anything that needs a check or a refusal, and every other request, goes the way of
+SendProcessor.process, its reference.
 
 A SUCCESS reply comes from a pre-encoded template: byte for byte the frame the generic path
 encodes (tests/broker/test_send_batch.py compares the two, and runs the same pipelined frames
@@ -20,7 +22,12 @@ from typing import TYPE_CHECKING
 import orjson
 
 from sidewinder.broker.config import PERM_WRITE
-from sidewinder.broker.processors.send_header import SendV2Fields, send_v2_fields
+from sidewinder.broker.processors.send_header import (
+    SendV2Fields,
+    batch_header_parses,
+    send_batch_fields,
+    send_v2_fields,
+)
 from sidewinder.protocol.codes import (
     CURRENT_VERSION,
     LanguageCode,
@@ -29,7 +36,7 @@ from sidewinder.protocol.codes import (
     SerializeType,
 )
 from sidewinder.protocol.command import ONEWAY_FLAG, RESPONSE_FLAG, RemotingCommand
-from sidewinder.protocol.message import encode_offset_msg_id
+from sidewinder.protocol.message import MessageConst, encode_offset_msg_id, property_value
 from sidewinder.protocol.record import (
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
@@ -50,6 +57,14 @@ _PREFIX = struct.Struct(">ii")
 _JSON_TYPE = SerializeType.JSON << 24
 INT32_MAX = (1 << 31) - 1
 INT64_MAX = (1 << 63) - 1
+# A batch body's entry head (send.decode_batch): totalSize, magic, bodyCRC, flag, bodyLen.
+_BATCH_ENTRY = struct.Struct(">iiiii")
+# How a SEND_BATCH_MESSAGE JSON header says its code (the Java and Go clients both write it so);
+# the full decode then checks it.
+_BATCH_CODE = b'"code":%d' % RequestCode.SEND_BATCH_MESSAGE
+# One request the lane serves: opaque, flag, serialize type, and where its messages are in the
+# chunk's list (the first, how many).
+Ask = tuple[int, int, SerializeType, int, int]
 
 
 def strip_wait(properties: str) -> tuple[str, bool]:
@@ -73,27 +88,62 @@ def strip_wait(properties: str) -> tuple[str, bool]:
 
 
 class SendReplyFrames:
-    """Encoded SUCCESS replies to SEND_MESSAGE_V2, four numbers filled into a template."""
+    """Encoded SUCCESS replies to SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE, the numbers filled
+    into a template: msgId (the offsetMsgIds, comma-joined for a batch), queueId, the queue
+    offset of the first message, opaque."""
 
     def __init__(self, region: str, trace_on: bool, store_host: Host) -> None:
         self.key = (region, trace_on)
         host_hex = encode_offset_msg_id(store_host.address, store_host.port, 0)[:-16]
+        self._msg_id = host_hex.encode() + b"%016X"  # the host's hex, then the offset's
         tail = orjson.dumps({"MSG_REGION": region, "TRACE_ON": "true" if trace_on else "false"})
-        header = (
-            b'{"code":0,"extFields":{"msgId":"'
-            + host_hex.encode()
-            + b'%016X","queueId":"%d","queueOffset":"%d",'
+        head = b'{"code":0,"extFields":{"msgId":"'
+        rest = (
+            b'","queueId":"%d","queueOffset":"%d",'
             + tail[1:-1].replace(b"%", b"%%")
             + b'},"flag":1,"language":"JAVA","opaque":%d,"serializeTypeCurrentRPC":"JSON",'
             + b'"version":'
             + str(CURRENT_VERSION).encode()
             + b"}"
         )
-        self._header = header
+        self._header = head + self._msg_id + rest
+        self._header_many = head + b"%s" + rest
 
     def success(self, opaque: int, phy_offset: int, queue_id: int, queue_offset: int) -> bytes:
         header = self._header % (phy_offset, queue_id, queue_offset, opaque)
         return _PREFIX.pack(4 + len(header), _JSON_TYPE | len(header)) + header
+
+    def success_many(
+        self, opaque: int, phy_offsets: list[int], queue_id: int, queue_offset: int
+    ) -> bytes:
+        """A batch's: every message's offsetMsgId, comma-joined (AppendResult.msg_ids)."""
+        msg_id = self._msg_id
+        ids = b",".join([msg_id % phy for phy in phy_offsets])
+        header = self._header_many % (ids, queue_id, queue_offset, opaque)
+        return _PREFIX.pack(4 + len(header), _JSON_TYPE | len(header)) + header
+
+
+class _Batches:
+    """Where a chunk's batch sends go: its lists of messages, asks and waits (those the intake
+    loop fills with the single sends), and the bytes of the records before each batch, summed
+    only when a batch asks. Made at the chunk's first batch: single sends pay nothing for it."""
+
+    __slots__ = ("asks", "messages", "size", "sized", "waits")
+
+    def __init__(self, asks: list[Ask], messages: list[MessageToStore], waits: list[bool]) -> None:
+        self.asks = asks
+        self.messages = messages
+        self.waits = waits
+        self.size = 0  # bytes of the records of messages[:sized]
+        self.sized = 0
+
+    def record_bytes(self) -> int:
+        """Bytes of the records of the chunk's messages so far."""
+        messages = self.messages
+        for n in range(self.sized, len(messages)):
+            self.size += messages[n].record_size
+        self.sized = len(messages)
+        return self.size
 
 
 class SendLane:
@@ -113,7 +163,7 @@ class SendLane:
             self.config.region_id, self.config.trace_on, self.store_host
         )
         self.enabled = True
-        self.batched = 0  # sends the lane stored, ever
+        self.batched = 0  # messages the lane stored, ever
 
     def take_batch(
         self, ctx: RequestContext, requests: list[RemotingCommand]
@@ -125,21 +175,36 @@ class SendLane:
         born = self.processor.born_host(ctx.remote_address)
         size_limit = self._size_limit()
         others: list[RemotingCommand] = []
-        asks: list[tuple[int, int, SerializeType]] = []
+        asks: list[Ask] = []
         messages: list[MessageToStore] = []
         waits: list[bool] = []
-        for request in requests:
-            plain = None
+        batches: _Batches | None = None
+        rest = iter(requests)
+        for request in rest:
             if request.code == RequestCode.SEND_MESSAGE_V2:
                 fields = fields_from_ext(request)
                 if fields is not None:
                     plain = self._plain(fields, request.body_bytes, born, size_limit)
-            if plain is None:
-                others.append(request)
-            else:
-                asks.append((request.opaque, request.flag, request.serialize_type))
-                messages.append(plain[0])
-                waits.append(plain[1])
+                    if plain is not None:
+                        ask = request.opaque, request.flag, request.serialize_type, len(messages), 1
+                        asks.append(ask)
+                        messages.append(plain[0])
+                        waits.append(plain[1])
+                        continue
+            elif request.code == RequestCode.SEND_BATCH_MESSAGE:
+                fields = fields_from_ext(request)
+                if fields is not None and batch_header_parses(request.ext_fields or {}):
+                    batches = batches or _Batches(asks, messages, waits)
+                    taken = self._take_batch_send(
+                        batches, fields, request.serialize_type, request.body_bytes, born
+                    )
+                    if taken is None:  # this one and the rest go to `process`, in order
+                        others.append(request)
+                        others += rest
+                        break
+                    if taken:
+                        continue
+            others.append(request)
         if messages:
             self._store_and_answer(ctx, asks, messages, waits)
         return others
@@ -152,22 +217,38 @@ class SendLane:
         born = self.processor.born_host(ctx.remote_address)
         size_limit = self._size_limit()
         others: list[RawFrame] = []
-        asks: list[tuple[int, int, SerializeType]] = []
+        asks: list[Ask] = []
         messages: list[MessageToStore] = []
         waits: list[bool] = []
+        batches: _Batches | None = None
         json = SerializeType.JSON
-        for frame in frames:
-            plain = None
+        rest = iter(frames)
+        for frame in rest:
             if frame.serialize_type is json:
                 fields = send_v2_fields(frame.header)
-                if fields is not None and not fields[1] & RESPONSE_FLAG:
-                    plain = self._plain(fields, frame.body or b"", born, size_limit)
-            if plain is None:
-                others.append(frame)
-            else:
-                asks.append((fields[0], fields[1], json))  # type: ignore[index]
-                messages.append(plain[0])
-                waits.append(plain[1])
+                if fields is not None:
+                    if fields[1] & RESPONSE_FLAG:
+                        plain = None
+                    else:
+                        plain = self._plain(fields, frame.body or b"", born, size_limit)
+                    if plain is not None:
+                        asks.append((fields[0], fields[1], json, len(messages), 1))
+                        messages.append(plain[0])
+                        waits.append(plain[1])
+                        continue
+                elif _BATCH_CODE in frame.header:
+                    fields = send_batch_fields(frame.header)
+                    if fields is not None and not fields[1] & RESPONSE_FLAG:
+                        batches = batches or _Batches(asks, messages, waits)
+                        body = frame.body or b""
+                        taken = self._take_batch_send(batches, fields, json, body, born)
+                        if taken is None:  # this one and the rest go to `process`, in order
+                            others.append(frame)
+                            others += rest
+                            break
+                        if taken:
+                            continue
+            others.append(frame)
         if messages:
             self._store_and_answer(ctx, asks, messages, waits)
         return others
@@ -175,10 +256,12 @@ class SendLane:
     def _plain(
         self, fields: SendV2Fields, body: bytes, born: Host, size_limit: int
     ) -> tuple[MessageToStore, bool] | None:
-        """The message of a send the lane can store as it is, and whether its producer waits
-        for the flush; None for one that goes through `process`: a topic to create or refuse,
-        a retry, delayed or transactional send, a number out of range, a message too big
-        (`size_limit`: the CommitLog's, see `_size_limit`)."""
+        """The message of a single send the lane can store as it is, and whether its producer
+        waits for the flush; None for one that goes through `process`: a topic to create or
+        refuse, a retry, delayed or transactional send, a number out of range, a message too
+        big (`size_limit`: the CommitLog's, see `_size_limit`). The checks are `_target`'s,
+        spelled out here: a call per single send would cost 3 % of the lane's Python per
+        message (tests/broker/test_send_batch.py holds the two to the same answers)."""
         _, _, name, queue_id, sys_flag, born_timestamp, flag, reconsume, properties = fields
         if (
             sys_flag & TRANSACTION_TYPE_MASK
@@ -221,12 +304,147 @@ class SendLane:
             return None
         return message, wait
 
+    def _take_batch_send(
+        self,
+        batches: _Batches,
+        fields: SendV2Fields,
+        serialize_type: SerializeType,
+        body: bytes,
+        born: Host,
+    ) -> bool | None:
+        """Add a batch send the lane can store as it is to the chunk's sends: True; False for
+        one that goes through `process` (see `_target`; a body `process` refuses; a batch the
+        CommitLog refuses). None when it would not fit what is left of the CommitLog segment
+        after the chunk's sends before it: `process` is to store it in the next segment (a
+        batch stays in one, as in RocketMQ) and, to keep their order, the rest of the chunk."""
+        topic = self._target(fields)
+        if topic is None:
+            return False
+        built = self._batch_messages(body, topic, fields, born)
+        if built is None:
+            return False
+        messages, size = built
+        if size > self.store.commit_log.max_message_size:
+            return False
+        if batches.record_bytes() + size + END_FILE_MIN_BLANK_LENGTH > self._segment_room():
+            return None
+        batches.asks.append(
+            (fields[0], fields[1], serialize_type, len(batches.messages), len(messages))
+        )
+        batches.messages += messages
+        # The store's rule for a batch (MessageStore.put_messages): its first message's WAIT.
+        wait = property_value(messages[0].properties, MessageConst.WAIT_STORE_MSG_OK)
+        batches.waits.append(wait is None or wait.lower() != "false")
+        return True
+
+    def _target(self, fields: SendV2Fields) -> bytes | None:
+        """The topic name, encoded, a batch send may go to without the checks of `process`
+        (those `_plain` makes of a single send's header); None for a send that needs them: a
+        topic to create or refuse, a retry, delayed or transactional send, a number out of
+        range."""
+        _, _, name, queue_id, sys_flag, born_timestamp, flag, reconsume, properties = fields
+        if (
+            sys_flag & TRANSACTION_TYPE_MASK
+            or sys_flag > INT32_MAX
+            or flag > INT32_MAX
+            or reconsume > INT32_MAX
+            or born_timestamp > INT64_MAX
+        ):
+            return None
+        topic_bytes = self._plain_names.get(name)
+        if topic_bytes is None:
+            topic_bytes = self._plain_name(name)
+        topic = self._topics.get(name)
+        if (
+            not topic_bytes
+            or topic is None
+            or not topic.perm & PERM_WRITE
+            or (queue_id >= topic.write_queue_nums and queue_id >= topic.read_queue_nums)
+            or "DELAY\x01" in properties
+            or "TRAN_MSG\x01" in properties
+        ):
+            return None
+        return topic_bytes
+
+    def _batch_messages(
+        self, data: bytes, topic: bytes, fields: SendV2Fields, born: Host
+    ) -> tuple[list[MessageToStore], int] | None:
+        """The messages of a batch body as `process` stores them (send.decode_batch, then
+        SendProcessor._messages: the header's fields shared, each message's properties ending
+        with the CLUSTER one), and the bytes of their records; decoded and built in one pass.
+        None for a body `process` refuses, or a message whose properties the CommitLog does.
+
+        What MessageToStore works out at construction is the same for every message of a batch
+        but its record size, which grows with the body and properties alone: it is worked out
+        once, for a message with neither (`shared`), and each message gets the slots set with
+        its own body, properties, flag and size (a third of the constructor's cost; the tests
+        compare every field with the constructor's)."""
+        _, _, _, queue_id, sys_flag, born_timestamp, _, reconsume, _ = fields
+        store_host, cluster, tail = self.store_host, self._cluster_property, self._cluster_tail
+        shared = MessageToStore(
+            topic, queue_id, b"", b"", 0, sys_flag, born_timestamp, born, store_host, reconsume
+        )
+        stored_sys_flag, fixed_size, topic_name = (
+            shared.stored_sys_flag,
+            shared.record_size,
+            shared.topic_name,
+        )
+        prepared = shared.prepared_transaction_offset
+        entry = _BATCH_ENTRY.unpack_from
+        new = object.__new__
+        messages: list[MessageToStore] = []
+        append = messages.append
+        size = at = 0
+        length = len(data)
+        while at < length:
+            if at + 20 > length:
+                return None
+            total, _, _, flag, body_len = entry(data, at)
+            body_at = at + 20
+            props_at = body_at + body_len  # where the properties' length is
+            if body_len < 0 or props_at + 2 > length:
+                return None
+            props_len = data[props_at] << 8 | data[props_at + 1]  # a negative short: > 0x7FFF
+            end = props_at + 2 + props_len
+            if props_len > 0x7FFF or end > length or (total and at + total != end):
+                return None
+            properties = data[props_at + 2 : end].rstrip(b"\x02")
+            properties = properties + tail if properties else cluster
+            if len(properties) > MAX_PROPERTIES_LENGTH:
+                return None
+            message = new(MessageToStore)
+            message.topic = topic
+            message.queue_id = queue_id
+            message.body = body = data[body_at:props_at]
+            message.properties = properties
+            message.flag = flag
+            message.sys_flag = sys_flag
+            message.born_timestamp = born_timestamp
+            message.born_host = born
+            message.store_host = store_host
+            message.reconsume_times = reconsume
+            message.prepared_transaction_offset = prepared
+            message.stored_sys_flag = stored_sys_flag
+            message.record_size = record_size = fixed_size + len(body) + len(properties)
+            message.topic_name = topic_name
+            size += record_size
+            append(message)
+            at = end
+        return (messages, size) if messages else None
+
     def _size_limit(self) -> int:
         """The largest record the CommitLog takes (maxMessageSize, and a segment's room)."""
         commit_log = self.store.commit_log
         return min(
             commit_log.max_message_size, commit_log.files.file_size - END_FILE_MIN_BLANK_LENGTH
         )
+
+    def _segment_room(self) -> int:
+        """How many bytes the next append has in the CommitLog's segment: what the current one
+        has left, or a whole new one's when there is none or it is full (the append makes it)."""
+        files = self.store.commit_log.files
+        last = files.last_file
+        return files.file_size if last is None or last.is_full else last.remaining
 
     def _plain_name(self, name: str) -> bytes:
         if len(self._plain_names) > 100_000:
@@ -239,28 +457,32 @@ class SendLane:
     def _store_and_answer(
         self,
         ctx: RequestContext,
-        asks: list[tuple[int, int, SerializeType]],
+        asks: list[Ask],
         messages: list[MessageToStore],
         waits: list[bool],
     ) -> None:
         self.batched += len(messages)
         appended = self.store.append_many(messages)
         stored = len(appended.phy_offsets)
+        answered = len(asks)  # the asks whose messages were all appended: the first ones
+        if stored < len(messages):
+            answered = sum(1 for ask in asks if ask[3] + ask[4] <= stored)
         now: list[int] = []  # indexes answered at once
         later: list[int] = []  # answered once durable
         sync = self.store.sync_flush
-        for n in range(stored):
+        for n in range(answered):
             (later if sync and waits[n] else now).append(n)
         frames = self._stored_frames(asks, messages, appended, now)
         unavailable = self.processor.unavailable(appended.remark)
-        for n in range(stored, len(asks)):
+        for n in range(answered, len(asks)):
             frames.append(
                 self._failed_frame(asks[n], ResponseCode.SERVICE_NOT_AVAILABLE, unavailable)
             )
         if frames:
             ctx.write_frames([f for f in frames if f])
         if later:
-            last = later[-1]
+            _, _, _, first, count = asks[later[-1]]
+            last = first + count - 1
             end = appended.phy_offsets[last] + messages[last].record_size
             self.store.durable(end).add_done_callback(
                 lambda done: self._answer_durable(ctx, asks, messages, appended, later, done)
@@ -269,7 +491,7 @@ class SendLane:
     def _answer_durable(
         self,
         ctx: RequestContext,
-        asks: list[tuple[int, int, SerializeType]],
+        asks: list[Ask],
         messages: list[MessageToStore],
         appended: AppendedMany,
         indexes: list[int],
@@ -281,21 +503,22 @@ class SendLane:
         else:
             frames = []
             for n in indexes:
+                first = asks[n][3]
                 if isinstance(error, FlushError):
                     result = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=str(error))
                 else:
                     result = PutResult(
                         PutStatus.FLUSH_DISK_TIMEOUT,
-                        self._append_result(messages[n], appended, n),
+                        self._append_result(asks[n], messages, appended),
                         "not flushed within syncFlushTimeout "
                         f"{self.store.config.sync_flush_timeout} ms",
                     )
-                frames.append(self._generic_frame(asks[n], result, messages[n].queue_id))
+                frames.append(self._generic_frame(asks[n], result, messages[first].queue_id))
         ctx.write_frames([f for f in frames if f])
 
     def _stored_frames(
         self,
-        asks: list[tuple[int, int, SerializeType]],
+        asks: list[Ask],
         messages: list[MessageToStore],
         appended: AppendedMany,
         indexes: list[int],
@@ -312,50 +535,58 @@ class SendLane:
         json = SerializeType.JSON
         frames: list[bytes] = []
         for n in indexes:
-            opaque, flag, serialize_type = asks[n]
+            opaque, flag, serialize_type, first, count = asks[n]
             if flag & ONEWAY_FLAG:
                 continue
-            if serialize_type is json:
-                frames.append(success(opaque, phys[n], messages[n].queue_id, offsets[n]))
+            if serialize_type is not json:
+                result = PutResult(
+                    PutStatus.PUT_OK, self._append_result(asks[n], messages, appended)
+                )
+                frames.append(self._generic_frame(asks[n], result, messages[first].queue_id))
+            elif count == 1:
+                frames.append(
+                    success(opaque, phys[first], messages[first].queue_id, offsets[first])
+                )
             else:
-                result = PutResult(PutStatus.PUT_OK, self._append_result(messages[n], appended, n))
-                frames.append(self._generic_frame(asks[n], result, messages[n].queue_id))
+                ids = phys[first : first + count]
+                queue_id = messages[first].queue_id
+                frames.append(replies.success_many(opaque, ids, queue_id, offsets[first]))
         return frames
 
-    def _generic_frame(
-        self, ask: tuple[int, int, SerializeType], result: PutResult, queue_id: int
-    ) -> bytes:
-        opaque, flag, serialize_type = ask
+    def _generic_frame(self, ask: Ask, result: PutResult, queue_id: int) -> bytes:
+        opaque, flag, serialize_type, _, _ = ask
         if flag & ONEWAY_FLAG:
             return b""
         request = _request(opaque, flag, serialize_type)
         return encode_frame(self.processor.reply(request, result, queue_id))
 
     @staticmethod
-    def _failed_frame(ask: tuple[int, int, SerializeType], code: int, remark: str) -> bytes:
-        opaque, flag, serialize_type = ask
+    def _failed_frame(ask: Ask, code: int, remark: str) -> bytes:
+        opaque, flag, serialize_type, _, _ = ask
         if flag & ONEWAY_FLAG:
             return b""
         return encode_frame(_request(opaque, flag, serialize_type).reply(code, remark))
 
     def _append_result(
-        self, message: MessageToStore, appended: AppendedMany, n: int
+        self, ask: Ask, messages: list[MessageToStore], appended: AppendedMany
     ) -> AppendResult:
-        phy = appended.phy_offsets[n]
+        """What the store's put of this send alone would have said (for the generic reply)."""
+        _, _, _, first, count = ask
+        phys = tuple(appended.phy_offsets[first : first + count])
         return AppendResult(
             AppendStatus.PUT_OK,
-            phy,
-            message.record_size,
-            appended.queue_offsets[n],
-            1,
+            phys[0],
+            sum(message.record_size for message in messages[first : first + count]),
+            appended.queue_offsets[first],
+            count,
             0,
-            (phy,),
+            phys,
             self.store_host,
         )
 
 
 def fields_from_ext(request: RemotingCommand) -> SendV2Fields | None:
-    """What the lane reads of a decoded SEND_MESSAGE_V2 (send_v2_fields's tuple): plain
+    """What the lane reads of a decoded send (send_v2_fields's tuple): plain
     decimal numbers only (no sign, space or "_" that int() would take), all required fields
     there; None sends it to `process`, which accepts or refuses it with its own remark."""
     ext = request.ext_fields
