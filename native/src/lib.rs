@@ -23,7 +23,7 @@ mod _native {
     /// Bumped when a function's signature changes, so a stale build in the source tree is
     /// refused rather than called with the wrong arguments.
     #[pymodule_export]
-    const API_VERSION: u32 = 7;
+    const API_VERSION: u32 = 8;
 
     #[pymodule_export]
     use crate::syncer::Syncer;

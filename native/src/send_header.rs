@@ -338,8 +338,14 @@ pub fn parse(data: &[u8]) -> Option<SendV2<'_>> {
     let mut fields = ext.fields;
     let mut take = |letter: u8| fields[(letter - b'a') as usize].take();
     let (a, c, d) = (take(b'a'), take(b'c'), take(b'd'));
-    if a.is_none() || c.is_none() || d.is_none() {
+    if a.is_none() || c.is_none() {
         return None;
+    }
+    // Numbers the lane does not use but `process` parses (and refuses when they do not):
+    // defaultTopicQueueNums, and maxReconsumeTimes when there.
+    digits(d.as_deref(), INT32_DIGITS)?;
+    if let Some(max_reconsume) = take(b'l') {
+        digits(Some(&max_reconsume), INT32_DIGITS)?;
     }
     let (topic, properties) = (take(b'b')?, take(b'i').unwrap_or(Cow::Borrowed("")));
     let number = |text: Option<Cow<'_, str>>, width| digits(text.as_deref(), width);

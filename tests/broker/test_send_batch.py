@@ -91,7 +91,14 @@ def test_strip_wait_is_the_reference_pair(pairs: list[tuple[str, str]], trailing
 
 
 # -- one server, either path ----------------------------------------------------------------------
-def _send(n: int, *, properties: str, oneway: bool = False, **changes: Any) -> bytes:
+def _send(
+    n: int,
+    *,
+    properties: str,
+    oneway: bool = False,
+    ext_changes: dict[str, str] | None = None,
+    **changes: Any,
+) -> bytes:
     fields: dict[str, Any] = {
         "producer_group": "lane-producer",
         "topic": TOPIC,
@@ -109,6 +116,7 @@ def _send(n: int, *, properties: str, oneway: bool = False, **changes: Any) -> b
         **changes,
     }
     ext = SendMessageRequestHeader(**fields).to_ext(names=SEND_V2_NAMES)
+    ext.update(ext_changes or {})
     command = RemotingCommand(
         RequestCode.SEND_MESSAGE_V2,
         opaque=1000 + n,
@@ -133,6 +141,9 @@ def _frames() -> tuple[list[bytes], int]:
         _send(7, properties=uniq.format(7), oneway=True),
         _send(8, properties="WAIT\x01true", flag=-5),  # a negative flag: process()
         _send(9, properties=uniq.format(9) + "\x02\u00fcber\x01\u00e9t\u00e9"),
+        # Numbers the lane does not use but process() parses: refused there.
+        _send(10, properties=uniq.format(10), ext_changes={"d": "x4"}),
+        _send(11, properties=uniq.format(11), ext_changes={"l": "abc"}),
     ]
     return frames, len(frames) - 1
 
@@ -327,9 +338,10 @@ def test_the_lane_answers_and_stores_as_process_does(tmp_path: Path, flush: str,
     """`batch`: the lane takes decoded requests; `frames`: it reads them from their frames."""
     frames, replies = _frames()
     reference, served = _both(tmp_path, lane, flush, frames, replies)
-    assert [r.opaque for r in reference.replies] == [1000 + n for n in range(10) if n != 7]
+    assert [r.opaque for r in reference.replies] == [1000 + n for n in range(12) if n != 7]
     codes = {r.opaque - 1000: r.code for r in reference.replies}
     assert codes[5] == ResponseCode.SYSTEM_ERROR and codes[0] == ResponseCode.SUCCESS
+    assert codes[10] != ResponseCode.SUCCESS and codes[11] != ResponseCode.SUCCESS
     assert list(map(_answer, served.replies)) == list(map(_answer, reference.replies))
     stored_at = {
         (r.ext_fields or {})["msgId"] for r in served.replies if r.code == ResponseCode.SUCCESS

@@ -601,8 +601,14 @@ def fields_from_ext(request: RemotingCommand) -> SendV2Fields | None:
             ext["h"],
         )
         reconsume_text = ext.get("j", "0")
-        numbers = queue + sys_text + born_text + flag_text + reconsume_text
+        # Not used here, but `process` parses them (and refuses what does not parse):
+        # defaultTopicQueueNums, and maxReconsumeTimes when there.
+        queue_nums, max_reconsume = ext["d"], ext.get("l", "0")
+        numbers = queue + sys_text + born_text + flag_text + reconsume_text + queue_nums
+        numbers += max_reconsume
         if not (numbers.isdigit() and numbers.isascii()):
+            return None
+        if max(int(queue_nums), int(max_reconsume)) > INT32_MAX:
             return None
         return (
             request.opaque,

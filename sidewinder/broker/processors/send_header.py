@@ -81,7 +81,13 @@ def _decoded(header: bytes | bytearray | memoryview, code: int) -> RemotingComma
 def _fields(command: RemotingCommand) -> SendV2Fields | None:
     """The tuple of a send's decoded header: every field the lane needs, numbers as `digits`."""
     ext = command.ext_fields
-    if ext is None or "a" not in ext or "c" not in ext or "d" not in ext:
+    if ext is None or "a" not in ext or "c" not in ext:
+        return None
+    # Numbers the lane does not use but `process` parses (and refuses when they do not):
+    # defaultTopicQueueNums, and maxReconsumeTimes when there.
+    if digits(ext.get("d"), INT32_DIGITS) is None or (
+        "l" in ext and digits(ext["l"], INT32_DIGITS) is None
+    ):
         return None
     topic = ext.get("b")
     queue_id = digits(ext.get("e"), INT32_DIGITS)
