@@ -31,19 +31,41 @@ pub struct Syncer {
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
+/// A syscall's result, retried while a signal interrupts it (-1 and errno otherwise).
+fn retrying(call: impl Fn() -> isize) -> Result<isize, i32> {
+    loop {
+        let result = call();
+        if result >= 0 {
+            return Ok(result);
+        }
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+        if errno != libc::EINTR {
+            return Err(errno);
+        }
+    }
+}
+
 fn run(shared: Shared, notify_fd: i32) {
+    // Signals are the Python main thread's to take: none interrupts a sync here.
+    // SAFETY: a zeroed sigset filled by sigfillset, applied to this thread only.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
     let (lock, wake) = &*shared;
     loop {
         let fds = {
             let mut state = lock.lock().unwrap();
             loop {
+                // A round asked for is synced and answered even when a stop follows it.
+                if let Some(fds) = state.asked.take() {
+                    break fds;
+                }
                 if state.stop {
                     state.exited = true;
                     wake.notify_all();
                     return;
-                }
-                if let Some(fds) = state.asked.take() {
-                    break fds;
                 }
                 state = wake.wait(state).unwrap();
             }
@@ -51,8 +73,8 @@ fn run(shared: Shared, notify_fd: i32) {
         let mut errno = 0;
         for fd in fds {
             // SAFETY: a plain syscall on a descriptor number; the caller keeps it open.
-            if unsafe { libc::fdatasync(fd) } != 0 {
-                errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+            if let Err(error) = retrying(|| unsafe { libc::fdatasync(fd) } as isize) {
+                errno = error;
                 break;
             }
         }
@@ -63,9 +85,10 @@ fn run(shared: Shared, notify_fd: i32) {
             state.busy = false;
         }
         let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64 to the eventfd; a full counter (EAGAIN) still
-        // leaves it readable, which is all the loop needs.
-        unsafe { libc::write(notify_fd, (&one as *const u64).cast(), 8) };
+        // SAFETY: writes 8 bytes from a live u64 to the eventfd, which the Python side keeps
+        // open until this thread has exited. A full counter (EAGAIN) still leaves it readable,
+        // which is all the loop needs.
+        let _ = retrying(|| unsafe { libc::write(notify_fd, (&one as *const u64).cast(), 8) });
     }
 }
 
@@ -114,17 +137,23 @@ impl Syncer {
         self.shared.0.lock().unwrap().rounds
     }
 
-    /// Stop the thread once a round under way is done; false when it is still in an fdatasync
-    /// after `timeout_s` (it stops after that one). Releases the GIL while it waits.
+    /// Stop the thread once the round asked for or under way is done (its eventfd written);
+    /// false when it is still in an fdatasync after `timeout_s` (it stops after that one, and
+    /// the eventfd must then stay open). Releases the GIL while it waits.
     fn stop(&self, py: Python<'_>, timeout_s: f64) -> bool {
         let shared = Arc::clone(&self.shared);
         let exited = py.detach(move || {
             let (lock, wake) = &*shared;
-            let deadline = Instant::now() + Duration::from_secs_f64(timeout_s.max(0.0));
+            let wait = Duration::try_from_secs_f64(timeout_s.max(0.0)).unwrap_or(Duration::MAX);
+            let deadline = Instant::now().checked_add(wait);
             let mut state = lock.lock().unwrap();
             state.stop = true;
             wake.notify_all();
             while !state.exited {
+                let Some(deadline) = deadline else {
+                    state = wake.wait(state).unwrap();
+                    continue;
+                };
                 let left = deadline.saturating_duration_since(Instant::now());
                 if left.is_zero() {
                     return false;

@@ -1,7 +1,7 @@
 """What dispatch writes for a run of CommitLog records, worked out in one pass over a segment.
 
     scanned = scan_segment(segment.buffer, position, stop, readable, max_records, rules)
-    batch = DispatchBatch.of(scanned, segment.file_from_offset)
+    batch = DispatchBatch.of(scanned, segment.file_from_offset, position)
 
 A scan walks the records of one mapped segment from `position` and gives, per (topic, queue),
 the packed ConsumeQueue entries of its committed or non-transactional messages, and for the
@@ -91,11 +91,13 @@ class DispatchBatch:
     last_store_timestamp: int
     queues: list[QueueRun]
     keys: bytes  # index_file.KEY_ENTRY per index key, in record order
+    deferred: bool = False  # it stopped before a record the reference reader takes
 
     @classmethod
     def of(cls, scanned: ScanResult, segment_start: int, position: int) -> DispatchBatch:
-        _, end, count, last_ts, queues, keys = scanned
-        return cls(segment_start + position, segment_start + end, count, last_ts, queues, keys)
+        status, end, count, last_ts, queues, keys = scanned
+        start, end = segment_start + position, segment_start + end
+        return cls(start, end, count, last_ts, queues, keys, status == DEFERRED)
 
 
 class _Deferred(Exception):
@@ -103,12 +105,14 @@ class _Deferred(Exception):
 
 
 def _value(props: bytes, needle: bytes) -> bytes | None:
-    """The last `needle` property's value, None when absent."""
+    """The value of the last property named by `needle` (its name and \\x01), None when
+    absent: a match inside another name or a value (BIZ_KEYS, ...) is passed over, as
+    decode_properties passes it."""
     at = props.rfind(needle)
+    while at > 0 and props[at - 1] != 2:
+        at = props.rfind(needle, 0, at)
     if at < 0:
         return None
-    if at and props[at - 1] != 2:
-        raise _Deferred  # found inside another name or a value: decode_properties judges
     start = at + len(needle)
     end = props.find(b"\x02", start)
     return props[start:] if end < 0 else props[start:end]
@@ -129,7 +133,10 @@ def _tags_code(props: bytes, topic: bytes, store_ts: int, levels: Sequence[int])
         delay = _value(props, _DELAY)
         if delay is not None and not (delay.isdigit() and delay.isascii()):
             raise _Deferred
-        level = min(int(delay), len(levels)) if delay is not None else 0
+        level = 0
+        if delay is not None:
+            # Past 18 digits it is past every level (and int() refuses 4,300 digits).
+            level = len(levels) if len(delay.lstrip(b"0")) > 18 else min(int(delay), len(levels))
         if level > 0:
             code = store_ts + levels[level - 1]
     return code

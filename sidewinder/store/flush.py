@@ -10,8 +10,6 @@ round, not N. An fdatasync error is never swallowed: it fails every waiter and i
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import os
 import queue
 import threading
@@ -19,7 +17,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -98,37 +96,42 @@ class NativeSyncer:
     def __init__(self, name: str) -> None:
         self._name = name
         self._eventfd = -1
-        self._native: object | None = None
+        self._native: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._done: SyncDone | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop, done: SyncDone) -> None:
         assert NATIVE is not None
         self._eventfd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._native = NATIVE.Syncer(self._eventfd, self._name)
-        self._loop = loop
-        loop.add_reader(self._eventfd, functools.partial(self._ready, done))
+        self._loop, self._done = loop, done
+        loop.add_reader(self._eventfd, self._ready)
 
     def sync(self, fds: list[int]) -> None:
-        self._native.sync(fds)  # type: ignore[attr-defined]
+        self._native.sync(fds)
 
-    def _ready(self, done: SyncDone) -> None:
+    def _ready(self) -> None:
         try:
             os.eventfd_read(self._eventfd)
         except BlockingIOError:
             return
-        errno = self._native.outcome()  # type: ignore[attr-defined]
-        if errno is not None:
-            done(OSError(errno, os.strerror(errno)) if errno else None)
+        errno = self._native.outcome()
+        if errno is not None and self._done is not None:
+            self._done(OSError(errno, os.strerror(errno)) if errno else None)
 
     async def stop(self) -> None:
-        native, self._native = self._native, None
-        if native is None:
+        native, loop = self._native, self._loop
+        if native is None or loop is None:
             return
-        assert self._loop is not None
-        self._loop.remove_reader(self._eventfd)
-        await self._loop.run_in_executor(None, native.stop, STOP_WAIT_S)  # type: ignore[attr-defined]
-        with contextlib.suppress(OSError):
+        # The thread answers a round under way first; the reader stays to take that answer.
+        stopped = await loop.run_in_executor(None, native.stop, STOP_WAIT_S)
+        loop.remove_reader(self._eventfd)
+        if stopped:
+            self._ready()  # an answer the loop had not read yet
             os.close(self._eventfd)
+        # Else the thread is still in an fdatasync and writes the eventfd when it returns:
+        # the descriptor stays open (a closed one could be reused by a file by then).
+        self._native = None
 
 
 def default_syncer(name: str) -> Syncer:
@@ -254,6 +257,12 @@ class GroupCommit:
         if self._started:
             self._started = False
             await self._syncer.stop()
+        # Waiters no round covered: not durable as far as they can tell (FLUSH_DISK_TIMEOUT);
+        # the store's last flush at shutdown may yet make them so.
+        while self._waiters:
+            future = self._waiters.popleft()[2]
+            if not future.done():
+                future.set_result(False)
 
 
 class PeriodicFlush:

@@ -56,9 +56,25 @@ class Reput:
 
     def dispatch_until(self, limit: int, max_records: int = DISPATCH_BATCH) -> QueueGrowth:
         """Dispatch records from `offset` up to `limit` (at most `max_records`); queues grown."""
-        batch = self.scan(limit, max_records)
-        if batch is None:
-            return self._record_by_record(limit, 1)
+        grown: QueueGrowth = {}
+        while max_records > 0:
+            before = self.offset
+            batch = self.scan(limit, max_records)
+            if batch is None:
+                # A record the scan leaves to the reference reader: alone, then scanning goes
+                # on (a stream with many such records still dispatches in rounds).
+                grown.update(self._record_by_record(limit, 1))
+                max_records -= 1
+            else:
+                grown.update(self._dispatch_batch(batch, limit))
+                max_records -= batch.count
+                if not batch.deferred:
+                    break
+            if self.offset == before or self.blocked is not None:
+                break
+        return grown
+
+    def _dispatch_batch(self, batch: DispatchBatch, limit: int) -> QueueGrowth:
         if not batch.count:
             return {}
         try:

@@ -183,3 +183,44 @@ def test_a_native_group_commit_fails_every_waiter_when_the_sync_is_refused() -> 
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+def test_stop_answers_the_round_under_way_and_times_out_the_rest() -> None:
+    disk = Disk()
+
+    async def run() -> None:
+        commit = disk.group_commit()
+        commit.start()
+        disk.stalled.clear()
+        disk.end = 10
+        covered = commit.durable(10, 60.0)
+        assert await asyncio.to_thread(disk.started.wait, 5)
+        disk.end = 20
+        uncovered = commit.durable(20, 60.0)  # behind the stalled round: no round for it
+        stopping = asyncio.ensure_future(commit.stop())
+        await asyncio.sleep(0.05)
+        disk.stalled.set()
+        await stopping
+        assert await covered is True
+        assert await uncovered is False
+
+    uvloop.run(run())
+
+
+@pytest.mark.skipif(NATIVE is None, reason="sidewinder._native is not loaded")
+def test_the_native_syncer_answers_a_round_asked_right_before_stop(tmp_path: Path) -> None:
+    fd = os.open(tmp_path / "segment", os.O_RDWR | os.O_CREAT)
+
+    async def run() -> list[OSError | None]:
+        outcomes: list[OSError | None] = []
+        syncer = NativeSyncer("store-group-commit")
+        syncer.start(asyncio.get_running_loop(), outcomes.append)
+        os.pwrite(fd, b"x" * 1000, 0)
+        syncer.sync([fd])
+        await syncer.stop()  # no turn of the loop in between
+        return outcomes
+
+    try:
+        assert uvloop.run(run()) == [None]
+    finally:
+        os.close(fd)

@@ -140,3 +140,34 @@ def test_records_with_ipv6_hosts_or_a_long_topic_are_read_as_the_full_decoder_re
             bytes(decoded.properties_bytes),
         )
     log.close()
+
+
+@pytest.mark.usefixtures("hot_path")
+def test_records_the_scan_leaves_to_the_reference_do_not_end_the_round(tmp_path: Path) -> None:
+    # Every third message has tags that are not UTF-8: each goes alone through the one-record
+    # path, and the same call scans on after it, so one call still dispatches the lot.
+    log = CommitLog(
+        tmp_path / "commitlog", segment_size=1 << 20, max_message_size=4 << 20, store_host=HOST
+    )
+    log.load()
+    offsets = []
+    for n in range(60):
+        tags = b"\xff\xfe" if n % 3 == 0 else b"TagA"
+        message = MessageToStore(
+            topic=b"T",
+            queue_id=0,
+            body=bytes(100),
+            properties=b"TAGS\x01" + tags,
+            born_host=HOST,
+            store_host=HOST,
+        )
+        offsets.append(log.put(message).phy_offset)
+    queues = ConsumeQueueTable(tmp_path / "consumequeue", 1000 * 20)
+    reput = Reput(log, [ConsumeQueueDispatcher(queues, {})])
+    grown = reput.dispatch_until(log.max_offset)
+    assert reput.offset == log.max_offset and reput.dispatched == 60
+    assert grown == {(b"T", 0): 60}
+    entries = list(read_queue(tmp_path / "consumequeue" / "T" / "0"))
+    assert [e.phy_offset for e in entries] == offsets
+    queues.close()
+    log.close()
