@@ -91,14 +91,8 @@ def test_strip_wait_is_the_reference_pair(pairs: list[tuple[str, str]], trailing
 
 
 # -- one server, either path ----------------------------------------------------------------------
-def _send(
-    n: int,
-    *,
-    properties: str,
-    oneway: bool = False,
-    ext_changes: dict[str, str] | None = None,
-    **changes: Any,
-) -> bytes:
+def _header(n: int, properties: str, **changes: Any) -> dict[str, str]:
+    """The ext fields of the n-th send's header, as the Java producer writes them (V2 names)."""
     fields: dict[str, Any] = {
         "producer_group": "lane-producer",
         "topic": TOPIC,
@@ -107,7 +101,7 @@ def _send(
         "queue_id": n % 4,
         "sys_flag": 0,
         "born_timestamp": 1_700_000_000_000 + n,
-        "flag": n % 3,
+        "flag": 0,
         "properties": properties,
         "reconsume_times": 0,
         "unit_mode": False,
@@ -115,7 +109,18 @@ def _send(
         "broker_name": "broker-a",
         **changes,
     }
-    ext = SendMessageRequestHeader(**fields).to_ext(names=SEND_V2_NAMES)
+    return SendMessageRequestHeader(**fields).to_ext(names=SEND_V2_NAMES)
+
+
+def _send(
+    n: int,
+    *,
+    properties: str,
+    oneway: bool = False,
+    ext_changes: dict[str, str] | None = None,
+    **changes: Any,
+) -> bytes:
+    ext = _header(n, properties, batch=False, **{"flag": n % 3, **changes})
     ext.update(ext_changes or {})
     command = RemotingCommand(
         RequestCode.SEND_MESSAGE_V2,
@@ -382,23 +387,7 @@ def _batch(
 ) -> bytes:
     """A SEND_BATCH_MESSAGE as the Java producer sends one: the batch's WAIT in the header,
     each message's properties in the body; `ext` overrides header fields as sent."""
-    fields: dict[str, Any] = {
-        "producer_group": "lane-producer",
-        "topic": TOPIC,
-        "default_topic": "TBW102",
-        "default_topic_queue_nums": 4,
-        "queue_id": n % 4,
-        "sys_flag": 0,
-        "born_timestamp": 1_700_000_000_000 + n,
-        "flag": 0,
-        "properties": properties,
-        "reconsume_times": 0,
-        "unit_mode": False,
-        "batch": True,
-        "broker_name": "broker-a",
-        **changes,
-    }
-    header = SendMessageRequestHeader(**fields).to_ext(names=SEND_V2_NAMES) | (ext or {})
+    header = _header(n, properties, batch=True, **changes) | (ext or {})
     body = entries if isinstance(entries, bytes) else b"".join(_entry(*e) for e in entries)
     command = RemotingCommand(
         RequestCode.SEND_BATCH_MESSAGE,
@@ -769,8 +758,9 @@ _HEADER_CHANGES: list[tuple[dict[str, Any], bool]] = [
 def test_a_batch_header_goes_the_lane_where_a_single_send_s_would(
     changes: dict[str, Any], taken: bool
 ) -> None:
-    """`_target` (a batch's checks) and `_plain` (a single send's, spelled out for speed)
-    take and leave the same headers, and name the same topic."""
+    """`_target` (the checks a send's header passes to go the lane) and `_plain` (a single
+    send, which makes them through `_target`) take and leave the headers expected, and name
+    the same topic."""
     processor = _processor(Host(bytes([10, 0, 0, 5]), 10911))
     processor.topics.topics[TOPIC] = TopicConfig(TOPIC, 4, 4)
     processor.topics.topics[READ_ONLY] = TopicConfig(READ_ONLY, 4, 4, PERM_READ)

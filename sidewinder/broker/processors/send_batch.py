@@ -259,31 +259,11 @@ class SendLane:
         """The message of a single send the lane can store as it is, and whether its producer
         waits for the flush; None for one that goes through `process`: a topic to create or
         refuse, a retry, delayed or transactional send, a number out of range, a message too
-        big (`size_limit`: the CommitLog's, see `_size_limit`). The checks are `_target`'s,
-        spelled out here: a call per single send would cost 3 % of the lane's Python per
-        message (tests/broker/test_send_batch.py holds the two to the same answers)."""
-        _, _, name, queue_id, sys_flag, born_timestamp, flag, reconsume, properties = fields
-        if (
-            sys_flag & TRANSACTION_TYPE_MASK
-            or sys_flag > INT32_MAX
-            or flag > INT32_MAX
-            or reconsume > INT32_MAX
-            or born_timestamp > INT64_MAX
-        ):
-            return None
-        topic_bytes = self._plain_names.get(name)
+        big (`size_limit`: the CommitLog's, see `_size_limit`)."""
+        topic_bytes = self._target(fields)
         if topic_bytes is None:
-            topic_bytes = self._plain_name(name)
-        topic = self._topics.get(name)
-        if (
-            not topic_bytes
-            or topic is None
-            or not topic.perm & PERM_WRITE
-            or (queue_id >= topic.write_queue_nums and queue_id >= topic.read_queue_nums)
-            or "DELAY\x01" in properties
-            or "TRAN_MSG\x01" in properties
-        ):
             return None
+        _, _, _, queue_id, sys_flag, born_timestamp, flag, reconsume, properties = fields
         properties, wait = strip_wait(properties)
         encoded = properties.encode("utf-8", "surrogateescape").rstrip(b"\x02")
         message = MessageToStore(
@@ -338,10 +318,9 @@ class SendLane:
         return True
 
     def _target(self, fields: SendV2Fields) -> bytes | None:
-        """The topic name, encoded, a batch send may go to without the checks of `process`
-        (those `_plain` makes of a single send's header); None for a send that needs them: a
-        topic to create or refuse, a retry, delayed or transactional send, a number out of
-        range."""
+        """The topic name, encoded, a send (single or batch) may go to without the checks of
+        `process`; None for a send that needs them: a topic to create or refuse, a retry,
+        delayed or transactional send, a number out of range."""
         _, _, name, queue_id, sys_flag, born_timestamp, flag, reconsume, properties = fields
         if (
             sys_flag & TRANSACTION_TYPE_MASK
