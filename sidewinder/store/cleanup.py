@@ -65,6 +65,7 @@ class Cleanup:
         file_executor: Executor,
         queue_executor: Executor,
         disk: DiskSpace | None = None,
+        dispatched_to: Callable[[], int],
         disk_usage: DiskUsage = disk_used_ratio,
         now: Callable[[], float] = time.time,
     ) -> None:
@@ -77,6 +78,7 @@ class Cleanup:
         self._file_executor = file_executor
         self._queue_executor = queue_executor
         self.disk_usage = disk_usage  # a probe tests may swap
+        self._dispatched_to = dispatched_to  # the CommitLog offset dispatch has reached
         self._now = now
         self.hours = {int(h) for h in config.delete_when.split(";")}
         self.disk = disk or DiskSpace()
@@ -122,7 +124,10 @@ class Cleanup:
             forcibly = self.config.clean_file_forcibly_enable and clean_at_once
             reserved_s = self.config.file_reserved_time * 3600
             count = 0
-            for modified in ages:  # oldest first; stop at the first one kept
+            dispatched = self._dispatched_to()
+            for modified, end in ages:  # oldest first; stop at the first one kept
+                if end > dispatched:
+                    break
                 if not forcibly and self._now() < modified + reserved_s:
                     break
                 count += 1
@@ -156,11 +161,15 @@ class Cleanup:
             return True
         return usable < self.config.mapped_file_size_commit_log
 
-    def _measure(self) -> tuple[float, float, list[float]]:
-        """Disk ratios and the mtimes of every segment but the newest. Blocking."""
+    def _measure(self) -> tuple[float, float, list[tuple[float, int]]]:
+        """Disk ratios, and the mtime and end offset of every segment but the newest.
+        Blocking."""
         commit_log_ratio = self.disk_usage(self.config.store_path_commit_log)
         queue_ratio = self.disk_usage(self.queues.root)
-        ages = [f.last_modified() for f in self.commit_log.files.files[:-1]]
+        ages = [
+            (f.last_modified(), f.file_from_offset + f.size)
+            for f in self.commit_log.files.files[:-1]
+        ]
         return commit_log_ratio, queue_ratio, ages
 
     def _judge_disk(self, commit_log_ratio: float, queue_ratio: float) -> bool:

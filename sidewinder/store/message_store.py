@@ -187,6 +187,7 @@ class MessageStore:
             file_executor=self._flush_executor,
             queue_executor=self._dispatch_executor,
             disk=self.disk,
+            dispatched_to=lambda: self.reput.offset,
         )
         self._cleanup_task: asyncio.Task[None] | None = None
         self._dispatch_task: asyncio.Task[None] | None = None

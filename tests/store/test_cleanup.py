@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -209,3 +210,34 @@ def test_disk_ratios_force_cleanup_and_refuse_puts_above_90_percent(tmp_path: Pa
         await wait_dispatched(store, "C", 0, COUNT // QUEUES + 2)
 
     run(tmp_path, scenario, delete_when=other_hour())
+
+
+def test_a_segment_goes_only_once_it_is_dispatched(tmp_path: Path) -> None:
+    """Cleanup that took a segment dispatch had not reached left its records out of their
+    queues: the next entry found a gap and dispatch stopped for good (CI saw it when dispatch
+    fell a few records behind sends under load). Held dispatch keeps every segment."""
+
+    async def scenario(store: MessageStore) -> None:
+        # Its first round over: the next use the dispatch thread only when the minimum moves.
+        await until(lambda: store.cleanup._last_min_phy == 0, "a first cleanup round")
+        held = threading.Event()
+        # Dispatch rounds queue behind this one on the store's one dispatch thread.
+        store._dispatch_executor.submit(held.wait, 10)
+        for n in range(COUNT):
+            await store.put_message(message("C", n % QUEUES, n, size=1000))
+        segments = sorted(f.file_from_offset for f in store.commit_log.files.files)
+        assert len(segments) >= 3
+        for _ in range(5):
+            await store.cleanup.run_once()
+        assert store.min_phy_offset == 0  # nothing dispatch has not passed
+        held.set()
+        await until(lambda: store.cleanup._last_min_phy == segments[-1], "the dispatched to go")
+        for queue in range(QUEUES):
+            await wait_dispatched(store, "C", queue, COUNT // QUEUES)
+            low = store.min_offset_in_queue("C", queue)
+            assert store.get_messages("C", queue, low, 8).status is GetStatus.FOUND
+        result = await store.put_message(message("C", 0, COUNT))
+        assert result.status is PutStatus.PUT_OK
+        await wait_dispatched(store, "C", 0, COUNT // QUEUES + 1)
+
+    run(tmp_path, scenario, delete_when=ALL_HOURS, file_reserved_time=0)
