@@ -14,7 +14,7 @@ import pytest
 
 from sidewinder.broker.processors import send_batch, send_header
 from sidewinder.common.native import NATIVE
-from sidewinder.protocol import message, record
+from sidewinder.protocol import batch_record, message, record
 from sidewinder.store import dispatch_scan, flush, index_file, reput
 
 IMPLEMENTATIONS = ("native", "python")
@@ -29,6 +29,8 @@ def use_python(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reput, "scan_segment", dispatch_scan.scan_segment_py)
     monkeypatch.setattr(flush, "default_syncer", flush.ThreadSyncer)
     monkeypatch.setattr(record, "_native_encode_record", None)
+    monkeypatch.setattr(batch_record, "_native_batch_sizes", None)
+    monkeypatch.setattr(batch_record, "_native_encode_batch", None)
     monkeypatch.setattr(send_batch, "send_v2_fields", send_header.send_v2_fields_py)
 
 

@@ -120,8 +120,7 @@ fn parse(data: &[u8], position: usize, readable: usize) -> Option<Record<'_>> {
     if properties_at > end {
         return None;
     }
-    let properties_len =
-        (data[properties_at - 2] as usize) << 8 | data[properties_at - 1] as usize;
+    let properties_len = (data[properties_at - 2] as usize) << 8 | data[properties_at - 1] as usize;
     if properties_at + properties_len != end {
         return None;
     }
@@ -197,7 +196,9 @@ fn tags_code(record: &Record<'_>, delay_levels_ms: &[i64]) -> Option<i64> {
             });
             let level = level.min(delay_levels_ms.len() as u64) as usize;
             if level > 0 {
-                code = record.store_timestamp.saturating_add(delay_levels_ms[level - 1]);
+                code = record
+                    .store_timestamp
+                    .saturating_add(delay_levels_ms[level - 1]);
             }
         }
     }
@@ -211,7 +212,10 @@ fn add_keys(record: &Record<'_>, keys: &mut Vec<u8>) -> bool {
     let uniq = value(record.properties, b"UNIQ_KEY\x01").filter(|key| !key.is_empty());
     let words = value(record.properties, b"KEYS\x01");
     let words = words.into_iter().flat_map(|w| w.split(|&b| b == b' '));
-    let mut all = uniq.into_iter().chain(words.filter(|w| !w.is_empty())).peekable();
+    let mut all = uniq
+        .into_iter()
+        .chain(words.filter(|w| !w.is_empty()))
+        .peekable();
     if all.peek().is_none() {
         return true;
     }
@@ -338,8 +342,14 @@ mod tests {
     #[test]
     fn a_name_inside_another_is_passed_over() {
         assert_eq!(value(b"XTAGS\x01a", b"TAGS\x01"), None);
-        assert_eq!(value(b"TAGS\x01t\x02XTAGS\x01a", b"TAGS\x01"), Some(&b"t"[..]));
-        assert_eq!(value(b"A\x01b\x02TAGS\x01t\x02B\x01c", b"TAGS\x01"), Some(&b"t"[..]));
+        assert_eq!(
+            value(b"TAGS\x01t\x02XTAGS\x01a", b"TAGS\x01"),
+            Some(&b"t"[..])
+        );
+        assert_eq!(
+            value(b"A\x01b\x02TAGS\x01t\x02B\x01c", b"TAGS\x01"),
+            Some(&b"t"[..])
+        );
         assert_eq!(value(b"A\x01b", b"TAGS\x01"), None);
     }
 }

@@ -45,12 +45,7 @@ pub fn check(
 }
 
 /// Write the keys (checked by `check`) after entry `count`, slot and header after each one.
-pub fn put(
-    buffer: &mut [u8],
-    hash_slot_num: usize,
-    counts: Counts,
-    keys: &[u8],
-) -> Counts {
+pub fn put(buffer: &mut [u8], hash_slot_num: usize, counts: Counts, keys: &[u8]) -> Counts {
     let (mut count, mut slot_count, mut begin_ts, mut begin_phy, mut phy, mut ts) = counts;
     let entries_at = HEADER + hash_slot_num * SLOT;
     for key in keys.chunks_exact(KEY_ENTRY) {

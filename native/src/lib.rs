@@ -6,6 +6,7 @@
 
 use pyo3::prelude::*;
 
+mod batch;
 mod buffer;
 mod dispatch_scan;
 mod hash;
@@ -16,14 +17,14 @@ mod syncer;
 
 #[pymodule]
 mod _native {
-    use pyo3::prelude::*;
     use pyo3::exceptions::{PyIndexError, PyValueError};
+    use pyo3::prelude::*;
     use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
     /// Bumped when a function's signature changes, so a stale build in the source tree is
     /// refused rather than called with the wrong arguments.
     #[pymodule_export]
-    const API_VERSION: u32 = 8;
+    const API_VERSION: u32 = 9;
 
     #[pymodule_export]
     use crate::syncer::Syncer;
@@ -94,7 +95,10 @@ mod _native {
         let keys: bool = rules.getattr("keys")?.extract()?;
         let buffer = crate::buffer::ReadBuf::get(data)?;
         let bytes = buffer.as_slice();
-        if position < 0 || !(position <= readable && readable <= bytes.len() as i64) || max_records < 0 {
+        if position < 0
+            || !(position <= readable && readable <= bytes.len() as i64)
+            || max_records < 0
+        {
             return Err(PyValueError::new_err(format!(
                 "cannot scan {} bytes from {} to {}, {} records",
                 bytes.len(),
@@ -222,5 +226,108 @@ mod _native {
             queue_offset,
             phy_offset,
         )
+    }
+
+    /// (messages, bytes of their bodies and stored properties) of a SEND_BATCH_MESSAGE body,
+    /// or None for a body the generic path refuses or finds empty, or a message whose
+    /// properties, with the CLUSTER one of `cluster_length` bytes, are too long (reference:
+    /// `sidewinder.protocol.batch_record.batch_sizes_py`).
+    #[pyfunction]
+    fn batch_sizes(
+        data: &Bound<'_, PyAny>,
+        cluster_length: usize,
+    ) -> PyResult<Option<(usize, usize)>> {
+        let data = crate::buffer::ReadBuf::get(data)?;
+        Ok(crate::batch::sizes(data.as_slice(), cluster_length))
+    }
+
+    /// The records of a batch body written into `buffer` from `position`, with consecutive
+    /// queue offsets; each record's physical offset (reference:
+    /// `sidewinder.protocol.batch_record.encode_batch_py`). `size` is the bytes intake worked
+    /// out for them. Nothing is written when a check fails: a body that is no batch, records
+    /// that do not take `size` bytes (ValueError), a buffer without room (IndexError).
+    #[pyfunction]
+    #[allow(clippy::too_many_arguments)]
+    fn encode_batch(
+        buffer: &Bound<'_, PyAny>,
+        position: isize,
+        data: &Bound<'_, PyAny>,
+        cluster: &Bound<'_, PyAny>,
+        size: usize,
+        topic: &Bound<'_, PyAny>,
+        queue_id: i32,
+        sys_flag: i32,
+        born_timestamp: i64,
+        born_address: &Bound<'_, PyAny>,
+        born_port: i32,
+        store_timestamp: i64,
+        store_address: &Bound<'_, PyAny>,
+        store_port: i32,
+        reconsume_times: i32,
+        prepared_transaction_offset: i64,
+        queue_offset: i64,
+        phy_offset: i64,
+    ) -> PyResult<Vec<i64>> {
+        let data = crate::buffer::ReadBuf::get(data)?;
+        let cluster = crate::buffer::ReadBuf::get(cluster)?;
+        let topic = crate::buffer::ReadBuf::get(topic)?;
+        let born_address = crate::buffer::ReadBuf::get(born_address)?;
+        let store_address = crate::buffer::ReadBuf::get(store_address)?;
+        let mut target = crate::buffer::WriteBuf::get(buffer)?;
+        let inputs = [
+            data.as_slice(),
+            cluster.as_slice(),
+            topic.as_slice(),
+            born_address.as_slice(),
+            store_address.as_slice(),
+        ];
+        // An input that shares memory with the target is copied first: the records are
+        // written over bytes it may read.
+        let owned: Vec<std::borrow::Cow<'_, [u8]>> = inputs
+            .iter()
+            .map(|input| {
+                if target.overlaps(input) {
+                    std::borrow::Cow::Owned(input.to_vec())
+                } else {
+                    std::borrow::Cow::Borrowed(*input)
+                }
+            })
+            .collect();
+        let (data, cluster, topic, born_address, store_address) =
+            (&owned[0], &owned[1], &owned[2], &owned[3], &owned[4]);
+        let shared = crate::batch::Shared {
+            topic,
+            queue_id,
+            sys_flag,
+            born_timestamp,
+            born_address,
+            born_port,
+            store_timestamp,
+            store_address,
+            store_port,
+            reconsume_times,
+            prepared_transaction_offset,
+        };
+        let planned =
+            crate::batch::plan(data, cluster, &shared, size).map_err(PyValueError::new_err)?;
+        let limit = target.len();
+        if position < 0
+            || (position as usize)
+                .checked_add(size)
+                .is_none_or(|end| end > limit)
+        {
+            return Err(PyIndexError::new_err(format!(
+                "a batch of {size} bytes at {position} runs past the {limit}-byte buffer"
+            )));
+        }
+        // SAFETY: [position, position + size) is in bounds and no input borrows the target.
+        let out = unsafe { target.slice_mut(position as usize, size) };
+        Ok(crate::batch::encode(
+            &planned,
+            &shared,
+            out,
+            queue_offset,
+            phy_offset,
+        ))
     }
 }

@@ -38,7 +38,9 @@ fn retrying(call: impl Fn() -> isize) -> Result<isize, i32> {
         if result >= 0 {
             return Ok(result);
         }
-        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+        let errno = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
         if errno != libc::EINTR {
             return Err(errno);
         }

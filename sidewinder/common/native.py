@@ -19,7 +19,7 @@ import warnings
 from types import ModuleType
 
 # The API_VERSION of native/src/lib.rs this Python code calls.
-API_VERSION = 8
+API_VERSION = 9
 ENV = "SIDEWINDER_NATIVE"
 
 

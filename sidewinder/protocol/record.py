@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntFlag
-from typing import Any
+from typing import Any, ClassVar
 
 from sidewinder.common.native import NATIVE
 from sidewinder.protocol.message import decode_properties, encode_properties
@@ -222,6 +222,9 @@ class MessageToStore:
     stored_sys_flag: int = field(init=False, repr=False, compare=False)
     record_size: int = field(init=False, repr=False, compare=False)
     topic_name: str = field(init=False, repr=False, compare=False)
+    # One record (a BatchToStore, which the CommitLog's append takes beside these, is many).
+    batch: ClassVar[bool] = False
+    count: ClassVar[int] = 1
 
     def __post_init__(self) -> None:
         flag = int(self.sys_flag) & ~HOSTS_V6_MASK

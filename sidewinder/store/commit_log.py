@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from sidewinder.protocol.batch_record import BatchToStore, encode_batch
 from sidewinder.protocol.message import encode_offset_msg_id
 from sidewinder.protocol.record import (
     BLANK_MAGIC,
@@ -195,12 +196,14 @@ class CommitLog:
         )
 
     def put_many(
-        self, messages: Sequence[MessageToStore], now_ms: int | None = None
+        self, messages: Sequence[MessageToStore | BatchToStore], now_ms: int | None = None
     ) -> tuple[list[int], list[int], DiskFullError | None]:
         """Append messages of any topics and queues, each its own record, in order, all with
         one store timestamp: the sends of one received chunk. The caller has checked each with
-        `illegal`. Returns the physical and queue offsets of those appended; when a new segment
-        cannot be made, the error, and the rest are not appended."""
+        `illegal`. A BatchToStore is one item: its records, in one segment, take consecutive
+        queue offsets; their physical offsets are set on it. Returns the physical and queue
+        offsets of the items appended (a batch's first); when a new segment cannot be made, the
+        error, and the rest are not appended."""
         stamp = int(time.time() * 1000) if now_ms is None else now_ms
         phys: list[int] = []
         offsets: list[int] = []
@@ -234,14 +237,24 @@ class CommitLog:
                 queue_offset = queue_offsets.get(key, 0)
                 counted = message.stored_sys_flag & TRANSACTION_TYPE_MASK not in _UNCOUNTED
                 try:
-                    encode_record(
-                        message,
-                        buffer,
-                        position - shift,
-                        queue_offset=queue_offset if counted else 0,
-                        phy_offset=base + position,
-                        store_timestamp=stamp,
-                    )
+                    if message.batch:
+                        message.phys = encode_batch(
+                            message,
+                            buffer,
+                            position - shift,
+                            queue_offset=queue_offset,
+                            phy_offset=base + position,
+                            store_timestamp=stamp,
+                        )
+                    else:
+                        encode_record(
+                            message,
+                            buffer,
+                            position - shift,
+                            queue_offset=queue_offset if counted else 0,
+                            phy_offset=base + position,
+                            store_timestamp=stamp,
+                        )
                 except BaseException:
                     # Never leave a whole-looking record past the end: recovery would take it.
                     buffer[position - shift : position - shift + size] = bytes(size)
@@ -249,7 +262,7 @@ class CommitLog:
                 phys.append(base + position)
                 offsets.append(queue_offset if counted else 0)
                 if counted:
-                    queue_offsets[key] = queue_offset + 1
+                    queue_offsets[key] = queue_offset + message.count
                 position += size
         except DiskFullError as exc:
             error = exc
@@ -279,7 +292,7 @@ class CommitLog:
         target: MappedFile,
         start: int,
         end: int,
-        messages: Sequence[MessageToStore],
+        messages: Sequence[MessageToStore | BatchToStore],
         phys: list[int],
         offsets: list[int],
         published: int,

@@ -24,6 +24,7 @@ from enum import Enum
 
 import structlog
 
+from sidewinder.protocol.batch_record import BatchToStore
 from sidewinder.protocol.message import KEY_SEPARATOR, MessageConst, property_value
 from sidewinder.protocol.record import Host, MessageRecord, MessageToStore
 from sidewinder.store.checkpoint import StoreCheckpoint
@@ -65,8 +66,8 @@ class PutResult:
 
 @dataclass(slots=True)
 class AppendedMany:
-    """What append_many did: the offsets of the messages appended (the first `count` of those
-    given), and why the rest were not (status and remark)."""
+    """What append_many did: the offsets of the items appended (the first of those given; a
+    batch's first record's), and why the rest were not (status and remark)."""
 
     status: PutStatus
     phy_offsets: list[int]
@@ -356,10 +357,11 @@ class MessageStore:
         """Why the store cannot take `message` ("" when it can): append_many's precondition."""
         return self.commit_log.illegal(message)
 
-    def append_many(self, messages: Sequence[MessageToStore]) -> AppendedMany:
+    def append_many(self, messages: Sequence[MessageToStore | BatchToStore]) -> AppendedMany:
         """Append the sends of one received chunk (any topics and queues, each checked with
-        `illegal`) in one pass; no waiting. Under SYNC_FLUSH, a caller that owes its producer
-        durability awaits `durable(end_offset)` once for them all."""
+        `illegal`, a batch send as one BatchToStore) in one pass; no waiting. Under SYNC_FLUSH,
+        a caller that owes its producer durability awaits `durable(end_offset)` once for them
+        all."""
         started = time.perf_counter()
         failure = self._write_failure()
         if failure:
@@ -379,9 +381,12 @@ class MessageStore:
                 self.group_commit.wake()
             else:
                 self._dispatch_wakeup.set()
-            size = sum(message.record_size for message in messages[: len(phys)])
+            size = count = 0
+            for message in messages[: len(phys)]:
+                size += message.record_size
+                count += message.count
             elapsed_ms = (time.perf_counter() - started) * 1000
-            self.stats.record_put(len(phys), size, elapsed_ms, puts=len(phys))
+            self.stats.record_put(count, size, elapsed_ms, puts=len(phys))
         return appended
 
     def durable(self, end_offset: int) -> asyncio.Future[bool]:

@@ -30,6 +30,8 @@ from sidewinder.broker.processors.send import BatchError, SendProcessor, decode_
 from sidewinder.broker.processors.send_batch import SendReplyFrames, strip_wait
 from sidewinder.broker.processors.send_header import batch_header_parses
 from sidewinder.broker.topics import TopicConfig, TopicTable
+from sidewinder.common.native import NATIVE
+from sidewinder.protocol.batch_record import batch_messages_py, encode_batch
 from sidewinder.protocol.codes import RequestCode, ResponseCode, SerializeType
 from sidewinder.protocol.command import ONEWAY_FLAG, RemotingCommand
 from sidewinder.protocol.headers import SEND_V2_NAMES, HeaderError, SendMessageRequestHeader
@@ -39,12 +41,19 @@ from sidewinder.protocol.message import (
     property_value,
     without_property,
 )
-from sidewinder.protocol.record import Host, MessageRecord, MessageToStore, decode_record
+from sidewinder.protocol.record import (
+    Host,
+    MessageRecord,
+    MessageToStore,
+    decode_record,
+    encode_record_py,
+)
 from sidewinder.remoting.codec import FrameDecoder, RawFrame, decode_raw, encode_frame
 from sidewinder.remoting.dispatch import ProcessorTable
 from sidewinder.remoting.server import RemotingServer
 from sidewinder.store.commit_log import AppendResult, AppendStatus
 from sidewinder.store.message_store import MessageStore, PutResult, PutStatus
+from tests.hot_path import IMPLEMENTATIONS, using
 
 TOPIC = "BatchLane"
 READ_ONLY = "BatchLaneReadOnly"
@@ -677,23 +686,29 @@ BORN_V4 = Host(bytes([192, 168, 7, 9]), 40404)
 _HOSTS = st.sampled_from([BORN_V4, Host(bytes(range(16)), 1)])
 
 
+@pytest.mark.parametrize("implementation", IMPLEMENTATIONS)
 @given(
     _ENTRIES,
     st.lists(st.tuples(st.integers(0, 400), st.integers(0, 255)), max_size=3),
     _HOSTS,
     _HOSTS,
     st.sampled_from([0, 1, 0x800]),  # a plain, a compressed, a "some other flag" sysFlag
+    st.integers(0, 2**40),
 )
-def test_batch_bodies_are_read_as_decode_batch_reads_them(
+def test_batch_bodies_are_read_and_stored_as_decode_batch_reads_them(
+    implementation: str,
     entries: list[tuple[int, bytes, bytes, bool, bool]],
     mutations: list[tuple[int, int]],
     born: Host,
     store_host: Host,
     sys_flag: int,
+    phy_offset: int,
 ) -> None:
-    """Well-formed and mutated bodies: where the lane builds messages they are the ones the
-    reference path builds (every field, worked-out ones too, for IPv4 and IPv6 hosts); where
-    decode_batch refuses one or finds it empty, the lane leaves it to `process`."""
+    """Well-formed and mutated bodies: where the lane takes a batch, its messages are the ones
+    the reference path builds (every field, worked-out ones too, for IPv4 and IPv6 hosts), and
+    its records (natively written in one call, or by the reference) are theirs byte for byte,
+    with consecutive queue offsets; where decode_batch refuses a body or finds it empty, the
+    lane leaves it to `process`."""
     processor = _processor(store_host)
     body = bytearray()
     for flag, data, props, trailing, no_total in entries:
@@ -703,14 +718,51 @@ def test_batch_bodies_are_read_as_decode_batch_reads_them(
         if body:
             body[at % len(body)] = byte
     fields = (1, 0, TOPIC, 3, sys_flag, 1_700_000_000_123, 0, 2, "")
-    got = processor.lane._batch_messages(bytes(body), TOPIC.encode(), fields, born)
-    expected = _decoded_the_reference_way(processor, bytes(body), fields, born)
-    if expected is None:
-        assert got is None
-    else:
+    with using(implementation):
+        got = processor.lane._batch(bytes(body), TOPIC.encode(), fields, born)
+        expected = _decoded_the_reference_way(processor, bytes(body), fields, born)
+        if expected is None:
+            assert got is None
+            return
         assert got is not None
-        _same_messages(got[0], expected)
-        assert got[1] == sum(m.record_size for m in expected)
+        _same_messages(batch_messages_py(got), expected)
+        assert got.count == len(expected)
+        assert got.record_size == sum(m.record_size for m in expected)
+        assert got.first_properties() == expected[0].properties
+        written = bytearray(b"\xee" * (got.record_size + 9))
+        phys = encode_batch(
+            got, written, 5, queue_offset=41, phy_offset=phy_offset, store_timestamp=1_234
+        )
+    reference = bytearray(b"\xee" * (got.record_size + 9))
+    at = 5
+    for n, message in enumerate(expected):
+        assert phys[n] == phy_offset + at - 5
+        at += encode_record_py(
+            message, reference, at, queue_offset=41 + n, phy_offset=phys[n], store_timestamp=1_234
+        )
+    assert len(phys) == len(expected) and at == 5 + got.record_size
+    assert written == reference
+
+
+def test_the_native_batch_encoder_refuses_before_writing() -> None:
+    """A buffer without room, or a size that is not the records' (intake and the append must
+    agree): nothing written."""
+    if NATIVE is None:
+        pytest.skip("sidewinder._native is not loaded (SIDEWINDER_NATIVE=0?)")
+    processor = _processor(Host(bytes([10, 1, 2, 3]), 10911))
+    body = _entry(0, b"hello", b"TAGS\x01a") + _entry(7, b"", b"")
+    fields = (1, 0, TOPIC, 3, 0, 1_700_000_000_123, 0, 2, "")
+    batch = processor.lane._batch(body, TOPIC.encode(), fields, BORN_V4)
+    assert batch is not None and batch.count == 2
+    short = bytearray(batch.record_size - 1)
+    with pytest.raises(IndexError):
+        encode_batch(batch, short, 0, queue_offset=0, phy_offset=0, store_timestamp=1)
+    assert short == bytearray(len(short))
+    batch.record_size += 1
+    roomy = bytearray(batch.record_size)
+    with pytest.raises(ValueError, match="not the"):
+        encode_batch(batch, roomy, 0, queue_offset=0, phy_offset=0, store_timestamp=1)
+    assert roomy == bytearray(len(roomy))
 
 
 @given(

@@ -28,6 +28,7 @@ from sidewinder.broker.processors.send_header import (
     send_batch_fields,
     send_v2_fields,
 )
+from sidewinder.protocol.batch_record import BatchToStore, batch_to_store
 from sidewinder.protocol.codes import (
     CURRENT_VERSION,
     LanguageCode,
@@ -57,14 +58,13 @@ _PREFIX = struct.Struct(">ii")
 _JSON_TYPE = SerializeType.JSON << 24
 INT32_MAX = (1 << 31) - 1
 INT64_MAX = (1 << 63) - 1
-# A batch body's entry head (send.decode_batch): totalSize, magic, bodyCRC, flag, bodyLen.
-_BATCH_ENTRY = struct.Struct(">iiiii")
 # How a SEND_BATCH_MESSAGE JSON header says its code (the Java and Go clients both write it so);
 # the full decode then checks it.
 _BATCH_CODE = b'"code":%d' % RequestCode.SEND_BATCH_MESSAGE
-# One request the lane serves: opaque, flag, serialize type, and where its messages are in the
-# chunk's list (the first, how many).
+# One request the lane serves: opaque, flag, serialize type, the index of its item in the chunk's
+# list (a MessageToStore, or a BatchToStore for a batch send), and how many messages that holds.
 Ask = tuple[int, int, SerializeType, int, int]
+Item = MessageToStore | BatchToStore
 
 
 def strip_wait(properties: str) -> tuple[str, bool]:
@@ -130,7 +130,7 @@ class _Batches:
 
     __slots__ = ("asks", "messages", "size", "sized", "waits")
 
-    def __init__(self, asks: list[Ask], messages: list[MessageToStore], waits: list[bool]) -> None:
+    def __init__(self, asks: list[Ask], messages: list[Item], waits: list[bool]) -> None:
         self.asks = asks
         self.messages = messages
         self.waits = waits
@@ -176,7 +176,7 @@ class SendLane:
         size_limit = self._size_limit()
         others: list[RemotingCommand] = []
         asks: list[Ask] = []
-        messages: list[MessageToStore] = []
+        messages: list[Item] = []
         waits: list[bool] = []
         batches: _Batches | None = None
         rest = iter(requests)
@@ -218,7 +218,7 @@ class SendLane:
         size_limit = self._size_limit()
         others: list[RawFrame] = []
         asks: list[Ask] = []
-        messages: list[MessageToStore] = []
+        messages: list[Item] = []
         waits: list[bool] = []
         batches: _Batches | None = None
         json = SerializeType.JSON
@@ -300,20 +300,20 @@ class SendLane:
         topic = self._target(fields)
         if topic is None:
             return False
-        built = self._batch_messages(body, topic, fields, born)
-        if built is None:
+        batch = self._batch(body, topic, fields, born)
+        if batch is None:
             return False
-        messages, size = built
+        size = batch.record_size
         if size > self.store.commit_log.max_message_size:
             return False
         if batches.record_bytes() + size + END_FILE_MIN_BLANK_LENGTH > self._segment_room():
             return None
         batches.asks.append(
-            (fields[0], fields[1], serialize_type, len(batches.messages), len(messages))
+            (fields[0], fields[1], serialize_type, len(batches.messages), batch.count)
         )
-        batches.messages += messages
+        batches.messages.append(batch)
         # The store's rule for a batch (MessageStore.put_messages): its first message's WAIT.
-        wait = property_value(messages[0].properties, MessageConst.WAIT_STORE_MSG_OK)
+        wait = property_value(batch.first_properties(), MessageConst.WAIT_STORE_MSG_OK)
         batches.waits.append(wait is None or wait.lower() != "false")
         return True
 
@@ -345,71 +345,19 @@ class SendLane:
             return None
         return topic_bytes
 
-    def _batch_messages(
+    def _batch(
         self, data: bytes, topic: bytes, fields: SendV2Fields, born: Host
-    ) -> tuple[list[MessageToStore], int] | None:
-        """The messages of a batch body as `process` stores them (send.decode_batch, then
+    ) -> BatchToStore | None:
+        """The batch body's messages as `process` stores them (send.decode_batch, then
         SendProcessor._messages: the header's fields shared, each message's properties ending
-        with the CLUSTER one), and the bytes of their records; decoded and built in one pass.
-        None for a body `process` refuses, or a message whose properties the CommitLog does.
-
-        What MessageToStore works out at construction is the same for every message of a batch
-        but its record size, which grows with the body and properties alone: it is worked out
-        once, for a message with neither (`shared`), and each message gets the slots set with
-        its own body, properties, flag and size (a third of the constructor's cost; the tests
-        compare every field with the constructor's)."""
+        with the CLUSTER one), sized and checked but not built: the CommitLog's append writes
+        their records in one go (batch_record). None for a body `process` refuses, or a message
+        whose properties the CommitLog does."""
         _, _, _, queue_id, sys_flag, born_timestamp, _, reconsume, _ = fields
-        store_host, cluster, tail = self.store_host, self._cluster_property, self._cluster_tail
         shared = MessageToStore(
-            topic, queue_id, b"", b"", 0, sys_flag, born_timestamp, born, store_host, reconsume
+            topic, queue_id, b"", b"", 0, sys_flag, born_timestamp, born, self.store_host, reconsume
         )
-        stored_sys_flag, fixed_size, topic_name = (
-            shared.stored_sys_flag,
-            shared.record_size,
-            shared.topic_name,
-        )
-        prepared = shared.prepared_transaction_offset
-        entry = _BATCH_ENTRY.unpack_from
-        new = object.__new__
-        messages: list[MessageToStore] = []
-        append = messages.append
-        size = at = 0
-        length = len(data)
-        while at < length:
-            if at + 20 > length:
-                return None
-            total, _, _, flag, body_len = entry(data, at)
-            body_at = at + 20
-            props_at = body_at + body_len  # where the properties' length is
-            if body_len < 0 or props_at + 2 > length:
-                return None
-            props_len = data[props_at] << 8 | data[props_at + 1]  # a negative short: > 0x7FFF
-            end = props_at + 2 + props_len
-            if props_len > 0x7FFF or end > length or (total and at + total != end):
-                return None
-            properties = data[props_at + 2 : end].rstrip(b"\x02")
-            properties = properties + tail if properties else cluster
-            if len(properties) > MAX_PROPERTIES_LENGTH:
-                return None
-            message = new(MessageToStore)
-            message.topic = topic
-            message.queue_id = queue_id
-            message.body = body = data[body_at:props_at]
-            message.properties = properties
-            message.flag = flag
-            message.sys_flag = sys_flag
-            message.born_timestamp = born_timestamp
-            message.born_host = born
-            message.store_host = store_host
-            message.reconsume_times = reconsume
-            message.prepared_transaction_offset = prepared
-            message.stored_sys_flag = stored_sys_flag
-            message.record_size = record_size = fixed_size + len(body) + len(properties)
-            message.topic_name = topic_name
-            size += record_size
-            append(message)
-            at = end
-        return (messages, size) if messages else None
+        return batch_to_store(data, shared, self._cluster_property)
 
     def _size_limit(self) -> int:
         """The largest record the CommitLog takes (maxMessageSize, and a segment's room)."""
@@ -437,15 +385,13 @@ class SendLane:
         self,
         ctx: RequestContext,
         asks: list[Ask],
-        messages: list[MessageToStore],
+        messages: list[Item],
         waits: list[bool],
     ) -> None:
-        self.batched += len(messages)
         appended = self.store.append_many(messages)
-        stored = len(appended.phy_offsets)
-        answered = len(asks)  # the asks whose messages were all appended: the first ones
-        if stored < len(messages):
-            answered = sum(1 for ask in asks if ask[3] + ask[4] <= stored)
+        # The asks whose items were appended: the first ones (ask n has item n).
+        answered = len(appended.phy_offsets)
+        self.batched += sum(ask[4] for ask in asks[:answered])
         now: list[int] = []  # indexes answered at once
         later: list[int] = []  # answered once durable
         sync = self.store.sync_flush
@@ -460,8 +406,7 @@ class SendLane:
         if frames:
             ctx.write_frames([f for f in frames if f])
         if later:
-            _, _, _, first, count = asks[later[-1]]
-            last = first + count - 1
+            last = asks[later[-1]][3]
             end = appended.phy_offsets[last] + messages[last].record_size
             self.store.durable(end).add_done_callback(
                 lambda done: self._answer_durable(ctx, asks, messages, appended, later, done)
@@ -471,7 +416,7 @@ class SendLane:
         self,
         ctx: RequestContext,
         asks: list[Ask],
-        messages: list[MessageToStore],
+        messages: list[Item],
         appended: AppendedMany,
         indexes: list[int],
         done: asyncio.Future[bool],
@@ -498,7 +443,7 @@ class SendLane:
     def _stored_frames(
         self,
         asks: list[Ask],
-        messages: list[MessageToStore],
+        messages: list[Item],
         appended: AppendedMany,
         indexes: list[int],
     ) -> list[bytes]:
@@ -527,9 +472,11 @@ class SendLane:
                     success(opaque, phys[first], messages[first].queue_id, offsets[first])
                 )
             else:
-                ids = phys[first : first + count]
-                queue_id = messages[first].queue_id
-                frames.append(replies.success_many(opaque, ids, queue_id, offsets[first]))
+                batch = messages[first]
+                assert isinstance(batch, BatchToStore)
+                frames.append(
+                    replies.success_many(opaque, batch.phys, batch.queue_id, offsets[first])
+                )
         return frames
 
     def _generic_frame(self, ask: Ask, result: PutResult, queue_id: int) -> bytes:
@@ -547,15 +494,19 @@ class SendLane:
         return encode_frame(_request(opaque, flag, serialize_type).reply(code, remark))
 
     def _append_result(
-        self, ask: Ask, messages: list[MessageToStore], appended: AppendedMany
+        self, ask: Ask, messages: list[Item], appended: AppendedMany
     ) -> AppendResult:
         """What the store's put of this send alone would have said (for the generic reply)."""
         _, _, _, first, count = ask
-        phys = tuple(appended.phy_offsets[first : first + count])
+        item = messages[first]
+        if isinstance(item, BatchToStore):
+            phys = tuple(item.phys)
+        else:
+            phys = (appended.phy_offsets[first],)
         return AppendResult(
             AppendStatus.PUT_OK,
             phys[0],
-            sum(message.record_size for message in messages[first : first + count]),
+            item.record_size,
             appended.queue_offsets[first],
             count,
             0,
