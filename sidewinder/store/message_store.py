@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
+from operator import attrgetter
 
 import structlog
 
@@ -46,6 +47,7 @@ from sidewinder.store.transient_pool import TransientStorePool
 log = structlog.get_logger(__name__)
 
 DISPATCH_PAUSE_S = 0.001
+_TOPIC_NAME = attrgetter("topic_name")
 
 
 class PutStatus(Enum):
@@ -340,7 +342,7 @@ class MessageStore:
             and (_wants_wait(message) if wait is None else wait)
         ):
             result = await self._await_flush(result)
-        self._count(result, started)
+        self._count(result, started, message.topic_name)
         return result
 
     async def put_messages(self, messages: Sequence[MessageToStore]) -> PutResult:
@@ -349,7 +351,7 @@ class MessageStore:
         result = self._append(messages)
         if result.status is PutStatus.PUT_OK and self.sync_flush and _wants_wait(messages[0]):
             result = await self._await_flush(result)
-        self._count(result, started)
+        self._count(result, started, messages[0].topic_name)
         return result
 
     def illegal(self, message: MessageToStore) -> str:
@@ -379,10 +381,23 @@ class MessageStore:
                 self.group_commit.wake()
             else:
                 self._dispatch_wakeup.set()
-            size = sum(message.record_size for message in messages[: len(phys)])
+            stored = messages if len(phys) == len(messages) else messages[: len(phys)]
+            size = sum(message.record_size for message in stored)
             elapsed_ms = (time.perf_counter() - started) * 1000
             self.stats.record_put(len(phys), size, elapsed_ms, puts=len(phys))
+            self._count_topics(stored, size)
         return appended
+
+    def _count_topics(self, stored: Sequence[MessageToStore], size: int) -> None:
+        """Per-topic put counts for a received chunk: one update when, as nearly always, its
+        messages share a topic (found by a C-level pass, no Python per message)."""
+        topics = set(map(_TOPIC_NAME, stored))
+        if len(topics) == 1:
+            self.stats.record_topic_put(topics.pop(), len(stored), size)
+            return
+        for topic in topics:
+            mine = [m for m in stored if m.topic_name == topic]
+            self.stats.record_topic_put(topic, len(mine), sum(m.record_size for m in mine))
 
     def durable(self, end_offset: int) -> asyncio.Future[bool]:
         """Done with True once the CommitLog up to `end_offset` is on disk, False after
@@ -433,10 +448,11 @@ class MessageStore:
             )
         return result
 
-    def _count(self, result: PutResult, started: float) -> None:
+    def _count(self, result: PutResult, started: float, topic: str) -> None:
         append = result.append
         if result.status is PutStatus.PUT_OK and append is not None:
             self.stats.record_put(append.count, append.size, (time.perf_counter() - started) * 1000)
+            self.stats.record_topic_put(topic, append.count, append.size)
         else:
             self.stats.put_failed_times += 1
 
@@ -511,6 +527,16 @@ class MessageStore:
 
     def _dirty_bytes(self) -> int:
         return self.commit_log.max_offset - self.commit_log.files.flushed_offset
+
+    @property
+    def flush_behind_bytes(self) -> int:
+        """CommitLog bytes written but not yet on disk (RocketMQ's flushBehindBytes)."""
+        return max(self._dirty_bytes(), 0)
+
+    @property
+    def dispatch_behind_bytes(self) -> int:
+        """CommitLog bytes not yet dispatched to the queues and index (dispatchBehindBytes)."""
+        return max(self.commit_log.max_offset - self.reput.offset, 0)
 
     # -- dispatch ------------------------------------------------------------------------------
     @property
