@@ -88,9 +88,12 @@ class MessageStore:
         store_host: Host,
         owner: str = "a store",
         clock: Callable[[], int] = lambda: int(time.time() * 1000),
+        count_topics: bool = False,
     ) -> None:
-        """`owner` names this store to another that finds its CommitLog directory taken."""
+        """`owner` names this store to another that finds its CommitLog directory taken;
+        `count_topics`: keep per-topic put counts (`stats.topics`, for metrics)."""
         self.config = config
+        self.count_topics = count_topics
         self.clock = clock  # milliseconds: every record's STORETIMESTAMP
         root = config.store_path_root_dir
         self.markers = RunMarkers(root)
@@ -385,7 +388,8 @@ class MessageStore:
             size = sum(message.record_size for message in stored)
             elapsed_ms = (time.perf_counter() - started) * 1000
             self.stats.record_put(len(phys), size, elapsed_ms, puts=len(phys))
-            self._count_topics(stored, size)
+            if self.count_topics:
+                self._count_topics(stored, size)
         return appended
 
     def _count_topics(self, stored: Sequence[MessageToStore], size: int) -> None:
@@ -452,7 +456,8 @@ class MessageStore:
         append = result.append
         if result.status is PutStatus.PUT_OK and append is not None:
             self.stats.record_put(append.count, append.size, (time.perf_counter() - started) * 1000)
-            self.stats.record_topic_put(topic, append.count, append.size)
+            if self.count_topics:
+                self.stats.record_topic_put(topic, append.count, append.size)
         else:
             self.stats.put_failed_times += 1
 
