@@ -44,7 +44,8 @@ RUN pip install --no-cache-dir /opt/sidewinder/wheels/*.whl \
 USER 10001
 WORKDIR /home/sidewinder
 VOLUME ["/home/sidewinder/store"]
-EXPOSE 9876 10909 10911
+# 5557: /metrics when the conf sets metricsExporterType = PROM (docker-compose.yml does).
+EXPOSE 5557 9876 10909 10911
 CMD ["mqbroker", "-c", "/etc/sidewinder/broker.conf"]
 
 FROM python:3.11-slim-bookworm AS test

@@ -1,9 +1,12 @@
 """sidewinder-dev: a name server and a broker in one process, on the default ports, for a laptop.
 
     sidewinder-dev [--store ./store] [--namesrv-port 9876] [--broker-port 10911] [-c broker.conf]
+                   [--metrics-port 5557 | --no-metrics]
 
 The broker registers with the in-process name server (127.0.0.1:9876 unless told otherwise);
 clients use `-n 127.0.0.1:9876` as with any RocketMQ cluster. SIGTERM / SIGINT stop both.
+Prometheus metrics are on: the broker's at http://127.0.0.1:5557/metrics, the name server's
+on the next port (a broker.conf given with -c may set the broker's metrics keys itself).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from sidewinder.broker.app import BrokerApp
 from sidewinder.broker.config import BrokerConfig, refuse_unsupported
 from sidewinder.common.config import ConfigError
 from sidewinder.common.log import configure_logging
+from sidewinder.common.metrics_server import DEFAULT_PORT
 from sidewinder.common.properties import read_properties
 from sidewinder.common.service import serve_until_signalled
 from sidewinder.namesrv.app import NamesrvApp
@@ -27,10 +31,14 @@ from sidewinder.store.run_markers import StoreLockedError
 
 def configs(args: argparse.Namespace) -> tuple[NamesrvConfig, BrokerConfig]:
     store = args.store.resolve()
+    metrics = "DISABLE" if args.no_metrics else "PROM"
     namesrv = NamesrvConfig.from_properties(
         {
             "listenPort": str(args.namesrv_port),
             "kvConfigPath": str(store / "namesrv" / "kvConfig.json"),
+            "metricsExporterType": metrics,
+            "metricsPromExporterHost": "127.0.0.1",
+            "metricsPromExporterPort": str(args.metrics_port + 1),
         }
     )
     values = read_properties(args.config) if args.config else {}
@@ -39,6 +47,9 @@ def configs(args: argparse.Namespace) -> tuple[NamesrvConfig, BrokerConfig]:
         "brokerIP1": "127.0.0.1",
         "storePathRootDir": str(store),
         "storePathCommitLog": str(store / "commitlog"),
+        "metricsExporterType": metrics,
+        "metricsPromExporterHost": "127.0.0.1",
+        "metricsPromExporterPort": str(args.metrics_port),
         **values,
         "namesrvAddr": f"127.0.0.1:{args.namesrv_port}",
         "listenPort": str(args.broker_port),
@@ -73,13 +84,24 @@ async def serve(namesrv_config: NamesrvConfig, broker_config: BrokerConfig) -> N
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def argument_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sidewinder-dev", description=__doc__)
     parser.add_argument("--store", type=Path, default=Path("store"))
     parser.add_argument("--namesrv-port", type=int, default=9876)
     parser.add_argument("--broker-port", type=int, default=10911)
     parser.add_argument("-c", "--configFile", dest="config", type=Path, help="broker.conf")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=DEFAULT_PORT,
+        help="the broker's /metrics port; the name server's is the next one",
+    )
+    parser.add_argument("--no-metrics", action="store_true", help="serve no /metrics")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argument_parser().parse_args(argv)
     configure_logging()
     try:
         namesrv, broker = configs(args)

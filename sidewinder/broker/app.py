@@ -15,6 +15,7 @@ from sidewinder.broker.clients import Clients, ConsumerGroup
 from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.long_polling import PullHolds
+from sidewinder.broker.metrics import BrokerMetrics, BrokerSources
 from sidewinder.broker.offsets import ConsumerOffsets
 from sidewinder.broker.processors.admin import AdminProcessor
 from sidewinder.broker.processors.clients import ClientManageProcessor
@@ -24,15 +25,19 @@ from sidewinder.broker.processors.pull import PullProcessor
 from sidewinder.broker.processors.query import QueryProcessor
 from sidewinder.broker.processors.send import SendProcessor, host_of
 from sidewinder.broker.processors.send_back import SendBackProcessor
+from sidewinder.broker.pull_stats import PullStats
 from sidewinder.broker.registration import Registration
 from sidewinder.broker.routes import build_routes
 from sidewinder.broker.schedule import ScheduleService
 from sidewinder.broker.topics import TopicTable
 from sidewinder.broker.transactions import Transactions
+from sidewinder.common.metrics_server import MetricsExporterType, MetricsServer
 from sidewinder.protocol.codes import RequestCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.connection import Connection
+from sidewinder.remoting.dispatch import ProcessorTable
+from sidewinder.remoting.latency import RpcLatency, Timed
 from sidewinder.remoting.server import RemotingServer
 from sidewinder.store.dispatchers import parse_delay_levels
 from sidewinder.store.message_store import MessageStore
@@ -69,6 +74,7 @@ class BrokerApp:
                 f"broker {config.broker_name} of cluster {config.broker_cluster_name} "
                 f"at {config.broker_addr}"
             ),
+            count_topics=config.metrics_exporter_type is MetricsExporterType.PROM,
         )
         self.topics = TopicTable(config, config_dir)
         self.groups = SubscriptionGroups(
@@ -88,8 +94,16 @@ class BrokerApp:
             config, self.store, self.topics, self.groups, max(levels, default=0)
         )
         send_back.topics_changed = self._topic_created  # type: ignore[method-assign]
+        self.pulls = PullStats()
         pull = PullProcessor(
-            config, self.store, self.topics, self.groups, self.clients, self.offsets, self.holds
+            config,
+            self.store,
+            self.topics,
+            self.groups,
+            self.clients,
+            self.offsets,
+            self.holds,
+            self.pulls,
         )
         client_manage = ClientManageProcessor(config, self.clients, self.groups, self.topics)
         admin = AdminProcessor(
@@ -109,6 +123,7 @@ class BrokerApp:
             offsets=OffsetProcessor(self.store, self.offsets),
             admin=admin,
         )
+        self.metrics = self._metrics_server(table)
         listener = _ClientChannels(self.clients)
         self.server = RemotingServer(table, config.server, listener=listener)
         fast = config.server.model_copy(update={"listen_port": config.server.listen_port - 2})
@@ -116,6 +131,18 @@ class BrokerApp:
         self._tasks: list[asyncio.Task[None]] = []
         self._persisting: asyncio.Task[None] | None = None
         self._metadata_dirty = False
+
+    def _metrics_server(self, table: ProcessorTable) -> MetricsServer | None:
+        """/metrics when metricsExporterType is PROM: the processors' `process` calls timed,
+        every other figure read from the tables at scrape time."""
+        if self.config.metrics_exporter_type is not MetricsExporterType.PROM:
+            return None
+        rpc = RpcLatency()
+        table.instrument(lambda processor: Timed(processor, rpc))
+        sources = BrokerSources(
+            self.store, self.topics, self.groups, self.clients, self.offsets, self.pulls, table, rpc
+        )
+        return MetricsServer(BrokerMetrics(self.config, sources).registry())
 
     async def start(self, host: str = "0.0.0.0") -> None:
         loop = asyncio.get_running_loop()
@@ -130,6 +157,11 @@ class BrokerApp:
         await self.fast_server.start(host)
         await self.registration.register_all()
         self.registration.start()
+        if self.metrics is not None:
+            await self.metrics.start(
+                self.config.metrics_prom_exporter_host or self.config.broker_ip1,
+                self.config.metrics_prom_exporter_port,
+            )
         self._tasks = [
             loop.create_task(
                 self._every(
@@ -198,6 +230,8 @@ class BrokerApp:
 
     async def stop(self) -> None:
         """Unregister, stop accepting, answer held pulls, save metadata, close the store."""
+        if self.metrics is not None:
+            await self.metrics.stop()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

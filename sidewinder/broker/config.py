@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sidewinder.common.config import ConfigError, camel, from_properties
+from sidewinder.common.metrics_server import DEFAULT_PORT, MetricsExporterType
 from sidewinder.remoting.config import ServerConfig
 from sidewinder.store.config import BrokerRole, StoreConfig
 
@@ -76,6 +77,12 @@ class BrokerConfig(BaseModel):
     transaction_check_max: int = Field(15, ge=0)
     transaction_check_interval: int = Field(60_000, gt=0)
     slave_read_enable: bool = False
+    # RocketMQ 5's Prometheus exporter keys: /metrics on host:port when the type is PROM
+    # (a blank host is brokerIP1, as there).
+    metrics_exporter_type: MetricsExporterType = MetricsExporterType.DISABLE
+    metrics_prom_exporter_host: str = ""
+    metrics_prom_exporter_port: int = Field(DEFAULT_PORT, ge=0, le=65535)
+    metrics_label: str = ""
     store: StoreConfig = Field(default_factory=StoreConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
 

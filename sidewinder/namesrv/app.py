@@ -8,13 +8,16 @@ import time
 
 import structlog
 
+from sidewinder.common.metrics_server import MetricsExporterType, MetricsServer
 from sidewinder.namesrv.config import NamesrvConfig
 from sidewinder.namesrv.kv_config import KVConfig
+from sidewinder.namesrv.metrics import NamesrvMetrics
 from sidewinder.namesrv.processors import BrokerRegistry, ConfigQuery, KVProcessor, RouteQueries
 from sidewinder.namesrv.route_table import RouteTable
 from sidewinder.protocol.codes import RequestCode as R
 from sidewinder.remoting.connection import Connection
 from sidewinder.remoting.dispatch import ProcessorTable
+from sidewinder.remoting.latency import RpcLatency, Timed
 from sidewinder.remoting.server import RemotingServer
 
 log = structlog.get_logger(__name__)
@@ -74,17 +77,23 @@ class NamesrvApp:
         self.config = config
         self.routes = RouteTable()
         self.kv = KVConfig(config.kv_config_path)
-        self.server = RemotingServer(
-            build_routes(config, self.routes, self.kv),
-            config.server,
-            listener=_BrokerChannels(self.routes),
-        )
+        table = build_routes(config, self.routes, self.kv)
+        self.metrics: MetricsServer | None = None
+        if config.metrics_exporter_type is MetricsExporterType.PROM:
+            rpc = RpcLatency()
+            table.instrument(lambda processor: Timed(processor, rpc))
+            self.metrics = MetricsServer(NamesrvMetrics(config, self.routes, rpc).registry())
+        self.server = RemotingServer(table, config.server, listener=_BrokerChannels(self.routes))
         self._scanner: asyncio.Task[None] | None = None
 
     async def start(self, host: str = "0.0.0.0") -> int:
         self.kv.load()
         port = await self.server.start(host)
         self._scanner = asyncio.get_running_loop().create_task(self._scan(), name="broker-scan")
+        if self.metrics is not None:
+            await self.metrics.start(
+                self.config.metrics_prom_exporter_host, self.config.metrics_prom_exporter_port
+            )
         log.info("namesrv.started", port=port)
         return port
 
@@ -95,6 +104,8 @@ class NamesrvApp:
                 log.warning("namesrv.broker_gone", broker=addr, reason="silent for 120 s")
 
     async def stop(self) -> None:
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self._scanner is not None:
             self._scanner.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from sidewinder.common.config import camel, from_properties
+from sidewinder.common.metrics_server import DEFAULT_PORT, MetricsExporterType
 from sidewinder.remoting.config import ServerConfig
+
+
+def _text(value: object) -> str:
+    return str(value.value) if isinstance(value, Enum) else str(value)
 
 
 def _home() -> Path:
@@ -27,6 +33,11 @@ class NamesrvConfig(BaseModel):
     product_env_name: str = "center"
     cluster_test: bool = False
     order_message_enable: bool = False
+    # The broker's Prometheus exporter keys, for the name server's own /metrics.
+    metrics_exporter_type: MetricsExporterType = MetricsExporterType.DISABLE
+    metrics_prom_exporter_host: str = "0.0.0.0"
+    metrics_prom_exporter_port: int = Field(DEFAULT_PORT, ge=0, le=65535)
+    metrics_label: str = ""
     server: ServerConfig = Field(default_factory=lambda: ServerConfig(listen_port=9876))
 
     @classmethod
@@ -46,7 +57,7 @@ class NamesrvConfig(BaseModel):
     def as_properties(self) -> dict[str, str]:
         """Every effective setting as key=value text (`mqnamesrv -p`)."""
         out = {
-            f.alias or name: str(getattr(self, name))
+            f.alias or name: _text(getattr(self, name))
             for name, f in type(self).model_fields.items()
             if name != "server"
         }

@@ -305,6 +305,16 @@ class ProcessorTable:
         for pool, share_requests in shares.values():
             pool.submit_batch(ctx, share_requests, reply_for)
 
+    def instrument(self, wrap: Callable[[RequestProcessor], RequestProcessor]) -> None:
+        """Put `wrap(processor)` in the place of each processor for its `process` calls (the
+        metrics' timing); batch paths and the frame lane stay as they are."""
+        for pool in {id(p): p for p in [*self._pools.values(), self._default]}.values():
+            pool.processor = wrap(pool.processor)
+
+    def queued(self, code: int) -> int:
+        """How many requests wait for admission in the pool that serves `code`."""
+        return len(self._pools.get(int(code), self._default).queue)
+
     def expire_queued(self) -> None:
         for pool in {id(p): p for p in [*self._pools.values(), self._default]}.values():
             pool.expire()

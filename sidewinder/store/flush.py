@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from sidewinder.common.histogram import Buckets
 from sidewinder.common.native import NATIVE
 
 log = structlog.get_logger(__name__)
@@ -32,6 +33,10 @@ STOP_WAIT_S = 30  # a sync under way finishes first at stop (a dying disk: not f
 # they are synced (it marks them flushed and returns the flushed offset).
 SyncPlan = tuple[list[int], Callable[[], int]]
 SyncDone = Callable[[OSError | None], None]
+# Bucket bounds of what each flush round records (the broker's metrics read them).
+FLUSH_SECONDS_BOUNDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+ROUND_BYTES_BOUNDS = (4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20)
+ROUND_WAITERS_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
 class FlushError(OSError):
@@ -173,6 +178,12 @@ class GroupCommit:
         self.flushed_offset = 0
         self.flushes = 0
         self.error: BaseException | None = None
+        # Per round, not per waiter: how long its fdatasyncs took (from asking), how many
+        # CommitLog bytes it made durable, and how many waiting puts it released.
+        self.round_seconds = Buckets(FLUSH_SECONDS_BOUNDS)
+        self.round_bytes = Buckets(ROUND_BYTES_BOUNDS)
+        self.round_waiters = Buckets(ROUND_WAITERS_BOUNDS)
+        self._round_started = 0.0
 
     def start(self) -> None:
         self._syncer.start(asyncio.get_running_loop(), self._synced)
@@ -218,6 +229,7 @@ class GroupCommit:
         """Ask for a flush without waiting for it (a put whose WAIT property is false)."""
         if not self._asked and self.error is None and self._started:
             self._asked = True
+            self._round_started = time.perf_counter()
             fds, self._finish = self._plan()
             self._syncer.sync(fds)
 
@@ -231,14 +243,18 @@ class GroupCommit:
     def _flushed(self, flushed: int) -> None:
         self._asked = False
         self.flushes += 1
+        self.round_seconds.observe(time.perf_counter() - self._round_started)
+        self.round_bytes.observe(max(flushed - self.flushed_offset, 0))
         self.flushed_offset = max(self.flushed_offset, flushed)
         if self._on_flushed is not None:
             self._on_flushed(self.flushed_offset)
         waiters = self._waiters
+        waiting = len(waiters)
         while waiters and waiters[0][0] <= self.flushed_offset:
             future = waiters.popleft()[2]
             if not future.done():
                 future.set_result(True)
+        self.round_waiters.observe(waiting - len(waiters))
         if waiters:
             self.wake()  # appends arrived during that flush: go again
 
@@ -290,6 +306,7 @@ class PeriodicFlush:
         self._task: asyncio.Task[None] | None = None
         self.error: BaseException | None = None
         self.flushes = 0
+        self.seconds = Buckets(FLUSH_SECONDS_BOUNDS)  # per run: how long its flush took
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="periodic-flush")
@@ -303,12 +320,14 @@ class PeriodicFlush:
             thorough = time.monotonic() - last_thorough >= self.thorough_s
             if dirty <= 0 or (dirty < self.least_bytes and not thorough):
                 continue
+            started = time.perf_counter()
             try:
                 await loop.run_in_executor(self._executor, self._flush)
             except OSError as exc:
                 self.error = exc
                 log.error("store.flush_failed", error=str(exc))
                 return
+            self.seconds.observe(time.perf_counter() - started)
             self.flushes += 1
             if self._after is not None:
                 self._after()

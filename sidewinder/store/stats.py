@@ -1,7 +1,9 @@
-"""Store statistics for GET_BROKER_RUNTIME_INFO, under RocketMQ's StoreStatsService key names.
+"""Store statistics for GET_BROKER_RUNTIME_INFO, under RocketMQ's StoreStatsService key names,
+and the per-topic put counts and size buckets the broker's metrics read.
 
-Counters are bumped on the event loop (plain ints, no locks); `sample()` runs once a second and
-keeps a ring of snapshots, from which rates over 10 s, 1 min and 10 min are computed.
+Counters are bumped on the event loop (plain ints, no locks), once per put or per received
+chunk of puts, never per message; `sample()` runs once a second and keeps a ring of
+snapshots, from which rates over 10 s, 1 min and 10 min are computed.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sidewinder.common.histogram import Buckets
+
 # Upper bounds (ms) of the put-latency buckets, as RocketMQ prints putMessageDistributeTime.
 LATENCY_BOUNDS_MS = (0, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000)
 LATENCY_LABELS = (
@@ -20,6 +24,24 @@ LATENCY_LABELS = (
     *("1~2s", "2~3s", "3~4s", "4~5s", "5~10s", "10s~"),
 )
 RATE_WINDOWS_S = (10, 60, 600)
+# Upper bounds (bytes) of RocketMQ 5's rocketmq_message_size buckets: 1 KB .. 4 MB.
+MESSAGE_SIZE_BOUNDS = (1024, 4096, 512 * 1024, 1 << 20, 2 << 20, 4 << 20)
+
+
+@dataclass(slots=True)
+class TopicPuts:
+    """Messages and bytes (record sizes) put to one topic, and their sizes in buckets."""
+
+    messages: int = 0
+    size: int = 0
+    sizes: Buckets = field(default_factory=lambda: Buckets(MESSAGE_SIZE_BOUNDS))
+
+    def record(self, count: int, size: int) -> None:
+        """`count` messages of `size` bytes in all, put together: each is counted at their
+        average size (one bucket search per put or per received chunk, not per message)."""
+        self.messages += count
+        self.size += size
+        self.sizes.observe(size / count, count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +65,7 @@ class StoreStats:
     get_miss_times: int = 0
     get_transferred_messages: int = 0
     get_time_max_ms: int = 0
+    topics: dict[str, TopicPuts] = field(default_factory=dict)
     _ring: deque[_Snapshot] = field(default_factory=lambda: deque(maxlen=max(RATE_WINDOWS_S) + 1))
 
     def record_put(self, count: int, size: int, elapsed_ms: float, puts: int = 1) -> None:
@@ -56,6 +79,12 @@ class StoreStats:
         if millis > self.put_time_max_ms:
             self.put_time_max_ms = millis
         self.put_latency[bisect.bisect_left(LATENCY_BOUNDS_MS, millis)] += puts
+
+    def record_topic_put(self, topic: str, count: int, size: int) -> None:
+        puts = self.topics.get(topic)
+        if puts is None:
+            puts = self.topics[topic] = TopicPuts()
+        puts.record(count, size)
 
     def record_get(self, found: int, elapsed_ms: float) -> None:
         if found:

@@ -10,12 +10,14 @@ from pathlib import Path
 
 from interop.drivers import consume_messages, produce_messages
 from interop.processes import free_port_block
+from tests.metrics_scrape import scrape
 
 ROOT = Path(__file__).parents[2]
 
 
 def test_run_script_starts_a_cluster_the_java_client_uses(tmp_path: Path) -> None:
     namesrv_port, broker_port = free_port_block(), free_port_block((-2, 0, 1))
+    metrics_port = free_port_block((0, 1))  # the broker's, then the name server's
     out = tmp_path / "run.out"
     with out.open("wb") as sink:
         proc = subprocess.Popen(
@@ -28,6 +30,8 @@ def test_run_script_starts_a_cluster_the_java_client_uses(tmp_path: Path) -> Non
                 str(namesrv_port),
                 "--broker-port",
                 str(broker_port),
+                "--metrics-port",
+                str(metrics_port),
             ],
             cwd=ROOT,
             stdout=sink,
@@ -44,6 +48,10 @@ def test_run_script_starts_a_cluster_the_java_client_uses(tmp_path: Path) -> Non
         assert [e["status"] for e in sent] == ["SEND_OK"] * 20
         run = consume_messages("java", namesrv=namesrv, topic="RunScript", expect=20, group="RunCG")
         assert len(run.received()) == 20
+        # Metrics are on in sidewinder-dev: the broker's, then the name server's port.
+        topic = {"topic": "RunScript", "node_type": "broker"}
+        assert scrape(metrics_port).value("rocketmq_messages_in_total", **topic) == 20
+        assert scrape(metrics_port + 1).matching("rocketmq_rpc_latency_count")
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(30)

@@ -15,6 +15,7 @@ from sidewinder.broker.config import PERM_READ, BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.long_polling import HeldPull, PullHolds
 from sidewinder.broker.offsets import ConsumerOffsets
+from sidewinder.broker.pull_stats import PullStats
 from sidewinder.broker.sql_filter import Predicate, SqlFilterError, compile_sql
 from sidewinder.broker.topics import TopicTable
 from sidewinder.protocol.codes import ResponseCode
@@ -64,8 +65,10 @@ class PullProcessor:
         clients: Clients,
         offsets: ConsumerOffsets,
         holds: PullHolds,
+        stats: PullStats | None = None,
     ) -> None:
         self.config = config
+        self.stats = stats if stats is not None else PullStats()
         self.store = store
         self.topics = topics
         self.groups = groups
@@ -230,6 +233,14 @@ class PullProcessor:
             record_filter=record_filter,
         )
         code = self._code(got, header.queue_offset)
+        self.stats.pulled(
+            header.topic,
+            header.consumer_group,
+            header.queue_id,
+            len(got.messages),
+            got.buffer_total_size if got.messages else 0,
+            got.next_begin_offset,
+        )
         ext = PullMessageResponseHeader(
             0, got.next_begin_offset, got.min_offset, got.max_offset
         ).to_ext()
