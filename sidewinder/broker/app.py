@@ -22,6 +22,7 @@ from sidewinder.broker.processors.end_transaction import EndTransactionProcessor
 from sidewinder.broker.processors.offsets import OffsetProcessor
 from sidewinder.broker.processors.pull import PullProcessor
 from sidewinder.broker.processors.query import QueryProcessor
+from sidewinder.broker.processors.reply import ReplyProcessor
 from sidewinder.broker.processors.send import SendProcessor, host_of
 from sidewinder.broker.processors.send_back import SendBackProcessor
 from sidewinder.broker.registration import Registration
@@ -108,6 +109,9 @@ class BrokerApp:
             clients=client_manage,
             offsets=OffsetProcessor(self.store, self.offsets),
             admin=admin,
+            reply=ReplyProcessor(
+                config, self.store, self.topics, self.clients, self._topic_created
+            ),
         )
         listener = _ClientChannels(self.clients)
         self.server = RemotingServer(table, config.server, listener=listener)
