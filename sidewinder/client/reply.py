@@ -117,7 +117,8 @@ class ReplyReceiver:
         except (ValueError, zlib.error) as exc:
             log.warning("client.reply_undecodable", error=str(exc))
             return request.reply(ResponseCode.SYSTEM_ERROR, "process reply message fail")
-        future = self.waiting.pop(reply.correlation_id or "", None)
+        # Left in the table for `wait` to take (the reply may come before it is awaited).
+        future = self.waiting.get(reply.correlation_id or "")
         if future is None:
             log.warning(
                 "client.reply_unmatched",
