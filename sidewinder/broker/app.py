@@ -23,6 +23,7 @@ from sidewinder.broker.processors.end_transaction import EndTransactionProcessor
 from sidewinder.broker.processors.offsets import OffsetProcessor
 from sidewinder.broker.processors.pull import PullProcessor
 from sidewinder.broker.processors.query import QueryProcessor
+from sidewinder.broker.processors.reply import ReplyProcessor
 from sidewinder.broker.processors.send import SendProcessor, host_of
 from sidewinder.broker.processors.send_back import SendBackProcessor
 from sidewinder.broker.pull_stats import PullStats
@@ -122,6 +123,9 @@ class BrokerApp:
             clients=client_manage,
             offsets=OffsetProcessor(self.store, self.offsets),
             admin=admin,
+            reply=ReplyProcessor(
+                config, self.store, self.topics, self.clients, self._topic_created
+            ),
         )
         self.metrics = self._metrics_server(table)
         listener = _ClientChannels(self.clients)

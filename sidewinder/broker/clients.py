@@ -167,6 +167,17 @@ class Clients:
         else:
             del self.consumers[group.name]
 
+    def producer_channel(self, client_id: str) -> ClientChannel | None:
+        """The connection of a producer by its client id (ProducerManager.findChannel), the
+        most recently heard one when it has several."""
+        found = [
+            channel
+            for channels in self.producers.values()
+            for channel in channels.values()
+            if channel.client_id == client_id
+        ]
+        return max(found, key=lambda c: c.last_update_s, default=None)
+
     def subscription(self, group: str, topic: str) -> Subscription | None:
         found = self.consumers.get(group)
         return found.subscriptions.get(topic) if found else None

@@ -51,6 +51,7 @@ class BrokerConfig(BaseModel):
     trace_topic_enable: bool = False
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    store_reply_message_enable: bool = True
     flush_consumer_offset_interval: int = Field(5000, gt=0)
     register_name_server_period: int = Field(30_000, gt=0)
     register_broker_timeout_mills: int = Field(6000, gt=0)

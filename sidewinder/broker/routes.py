@@ -9,6 +9,7 @@ from sidewinder.broker.processors.end_transaction import EndTransactionProcessor
 from sidewinder.broker.processors.offsets import OffsetProcessor
 from sidewinder.broker.processors.pull import PullProcessor
 from sidewinder.broker.processors.query import QueryProcessor
+from sidewinder.broker.processors.reply import ReplyProcessor
 from sidewinder.broker.processors.send import SendProcessor
 from sidewinder.broker.processors.send_back import SendBackProcessor
 from sidewinder.common.native import NATIVE
@@ -27,6 +28,7 @@ def build_routes(
     clients: ClientManageProcessor,
     offsets: OffsetProcessor,
     admin: AdminProcessor,
+    reply: ReplyProcessor,
 ) -> ProcessorTable:
     fast_failure = config.broker_fast_failure_enable
     table = ProcessorTable(default=admin)
@@ -46,6 +48,7 @@ def build_routes(
         # extension the send lane takes them decoded, which is faster than a Python parser.
         table.set_frame_lane(send.lane, R.SEND_MESSAGE_V2)
     table.register(send_back, R.CONSUMER_SEND_MSG_BACK)
+    table.register(reply, R.SEND_REPLY_MESSAGE, R.SEND_REPLY_MESSAGE_V2)
     table.register(
         end_transaction,
         R.END_TRANSACTION,

@@ -10,6 +10,7 @@ from typing import Any
 
 from sidewinder.broker.config import PERM_INHERIT, PERM_READ, PERM_WRITE, BrokerConfig
 from sidewinder.broker.metadata import DataVersion, JsonTable
+from sidewinder.protocol.message import reply_topic
 
 AUTO_CREATE_TOPIC_KEY = "TBW102"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -108,6 +109,8 @@ class TopicTable:
         self.topics[config.broker_name] = TopicConfig(config.broker_name, 1, 1, perm)
         self.topics[OFFSET_MOVED_EVENT] = TopicConfig(OFFSET_MOVED_EVENT, 1, 1)
         self.topics[SCHEDULE_TOPIC] = TopicConfig(SCHEDULE_TOPIC, 18, 18)
+        replies = reply_topic(config.broker_cluster_name)  # request-reply (4.6+)
+        self.topics[replies] = TopicConfig(replies, 1, 1)
         if config.trace_topic_enable:
             name = config.msg_trace_topic_name
             self.topics[name] = TopicConfig(name, 1, 1)

@@ -5,19 +5,34 @@ round-robin over the topic's write queues, another queue (another broker first) 
     await producer.start()
     result = await producer.send(Message("Orders", b"...", tags="paid", keys=["order-7"]))
     await producer.close()
+
+Request-reply (`request`, `reply`): see `sidewinder.client.reply`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
+import json
 import os
 import random
 import socket
 import struct
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from sidewinder.client.membership import masters_of, new_client_id
+from sidewinder.client.pulling import ReceivedMessage
+from sidewinder.client.reply import (
+    ReplyMessage,
+    ReplyReceiver,
+    is_reply,
+    new_correlation_id,
+    reply_properties,
+    request_properties,
+)
 from sidewinder.client.route_cache import AUTO_CREATE_TOPIC, ClientError, MessageQueue, RouteCache
 from sidewinder.protocol.codes import RequestCode, ResponseCode, SerializeType
 from sidewinder.protocol.command import RemotingCommand
@@ -29,6 +44,7 @@ from sidewinder.protocol.headers import (
 from sidewinder.protocol.message import MessageConst, encode_properties
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.connection import RemotingError
+from sidewinder.remoting.dispatch import ProcessorTable
 
 # The 4.9 Java producer retries another broker on these (retryResponseCodes).
 RETRY_CODES = {17, 14, 1, 16, 204, 205}
@@ -39,6 +55,7 @@ _STATUS = {
     ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE",
 }
 _BATCH_HEAD = struct.Struct(">iiiii")
+HEARTBEAT_INTERVAL_S = 30.0  # heartbeatBrokerInterval
 
 
 @dataclass
@@ -87,9 +104,14 @@ class Producer:
         retries: int = 2,
         default_topic_queue_nums: int = 4,
         serialize_type: SerializeType = SerializeType.JSON,
+        instance_name: str | None = None,
     ) -> None:
         self.group = group
-        self.remoting = RemotingClient()
+        self.client_id = new_client_id(instance_name)
+        self.replies = ReplyReceiver()
+        table = ProcessorTable()
+        table.register(self.replies, RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT)
+        self.remoting = RemotingClient(table)
         self.routes = RouteCache(self.remoting, [a for a in namesrv_addr.split(";") if a])
         self.send_timeout_s = send_timeout_s
         self.retries = retries
@@ -97,12 +119,75 @@ class Producer:
         self.serialize_type = serialize_type
         self._ids = _UniqueIds()
         self._turn = itertools.count(random.randrange(1 << 16))
+        self._heard_by: set[str] = set()  # brokers that took our heartbeat (they push replies)
+        self._heartbeats: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Nothing to do before the first send; kept for symmetry with the consumers."""
 
     async def close(self) -> None:
+        if self._heartbeats is not None:
+            self._heartbeats.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeats
         await self.remoting.close()
+
+    async def request(self, message: Message, timeout_s: float = 3.0) -> ReplyMessage:
+        """Send `message` and wait for its reply (DefaultMQProducer.request): the broker pushes
+        the replier's answer to this producer's connection. RequestTimeoutError when none came
+        within `timeout_s`; the send's own errors as `send` raises them."""
+        deadline = time.monotonic() + timeout_s
+        correlation_id = new_correlation_id()
+        props = request_properties(correlation_id, self.client_id, int(timeout_s * 1000))
+        message = replace(message, properties={**message.properties, **props})
+        await self._heartbeat_for(message.topic)
+        self.replies.expect(correlation_id)
+        try:
+            await self.send(message)
+        except BaseException:
+            self.replies.waiting.pop(correlation_id, None)
+            raise
+        return await self.replies.wait(correlation_id, deadline - time.monotonic())
+
+    async def reply(self, request: ReceivedMessage, body: bytes) -> SendResult:
+        """Answer a request a consumer received (MessageUtil.createReplyMessage, then send)."""
+        return await self.send(create_reply_message(request, body))
+
+    async def heartbeat(self) -> None:
+        """HEART_BEAT as a producer of our group to every master we know a route to: the broker
+        finds our connection by client id to push replies."""
+        masters = masters_of(list(self.routes.routes.values()))
+        body = json.dumps(
+            {
+                "clientID": self.client_id,
+                "producerDataSet": [{"groupName": self.group}],
+                "consumerDataSet": [],
+            }
+        ).encode()
+        for addr in sorted(masters):
+            request = RemotingCommand.request(RequestCode.HEART_BEAT, None, body)
+            try:
+                answer = await self.remoting.invoke(addr, request, self.send_timeout_s)
+            except (RemotingError, OSError):
+                self._heard_by.discard(addr)
+                continue
+            if answer.code == ResponseCode.SUCCESS:
+                self._heard_by.add(addr)
+
+    async def _heartbeat_for(self, topic: str) -> None:
+        """As prepareSendRequest: a topic whose brokers have not heard from us yet gets its
+        route and a heartbeat to every broker first; then one every HEARTBEAT_INTERVAL_S."""
+        await self.queues(topic)
+        route = self.routes.routes.get(topic)
+        if route is None or not masters_of([route]) <= self._heard_by:
+            await self.heartbeat()
+        if self._heartbeats is None:
+            self._heartbeats = asyncio.get_running_loop().create_task(self._heartbeat_forever())
+
+    async def _heartbeat_forever(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+            await self.heartbeat()
 
     async def queues(self, topic: str) -> list[MessageQueue]:
         """Where `topic` can be written; for an unknown topic, TBW102's shape (auto-create)."""
@@ -138,11 +223,13 @@ class Producer:
         properties = self._properties(message, uniq)
         last: Exception | None = None
         tried: set[str] = set()
+        # A reply goes as SEND_REPLY_MESSAGE_V2, as MQClientAPIImpl.sendMessage sends it.
+        code = RequestCode.SEND_REPLY_MESSAGE_V2 if is_reply(message.properties) else None
         for attempt in range(1 + (0 if queue or selector else self.retries)):
             target = queue or await self._pick(message.topic, selector, tried)
             try:
                 return await self._send_to(
-                    target, RequestCode.SEND_MESSAGE_V2, message, properties, data, uniq
+                    target, code or RequestCode.SEND_MESSAGE_V2, message, properties, data, uniq
                 )
             except ClientError as exc:
                 last = exc
@@ -292,6 +379,12 @@ class Producer:
             MessageQueue(queue.topic, queue.broker_name, header.queue_id),
             header.queue_offset,
         )
+
+
+def create_reply_message(request: ReceivedMessage, body: bytes) -> Message:
+    """The answer to `request`, to its cluster's reply topic (MessageUtil.createReplyMessage)."""
+    topic, properties = reply_properties(request)
+    return Message(topic, body, properties=properties)
 
 
 def _batch_entry(message: Message, properties: str) -> bytes:

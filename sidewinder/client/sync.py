@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 from sidewinder.client import admin, consumer, producer, push_consumer
 from sidewinder.client.producer import Message, SendResult
 from sidewinder.client.pulling import ReceivedMessage
+from sidewinder.client.reply import ReplyMessage
 from sidewinder.client.route_cache import MessageQueue
 from sidewinder.common.loop_thread import LoopThread
 
@@ -69,6 +70,16 @@ class Producer(_Blocking[producer.Producer]):
 
     def send_oneway(self, message: Message) -> None:
         self._call(self._client.send_oneway(message))
+
+    def request(self, message: Message, timeout_s: float = 3.0) -> ReplyMessage:
+        return self._call(self._client.request(message, timeout_s))
+
+    def reply(self, request: ReceivedMessage, body: bytes) -> SendResult:
+        return self._call(self._client.reply(request, body))
+
+    @property
+    def client_id(self) -> str:
+        return self._client.client_id
 
     def send_batch(self, messages: Sequence[Message]) -> list[SendResult]:
         return self._call(self._client.send_batch(messages))

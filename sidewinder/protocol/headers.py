@@ -159,6 +159,26 @@ SEND_V2_NAMES = {
 
 
 @dataclass(slots=True)
+class ReplyMessageRequestHeader(CommandHeader):
+    """PUSH_REPLY_MESSAGE_TO_CLIENT (326): the reply's send header, plus where it came from."""
+
+    producer_group: str = wire("producerGroup", required=True)
+    topic: str = wire("topic", required=True)
+    default_topic: str = wire("defaultTopic", required=True)
+    default_topic_queue_nums: int = wire("defaultTopicQueueNums", required=True)
+    queue_id: int = wire("queueId", required=True)
+    sys_flag: int = wire("sysFlag", required=True)
+    born_timestamp: int = wire("bornTimestamp", required=True, long=True)
+    flag: int = wire("flag", required=True)
+    properties: str | None = wire("properties")
+    reconsume_times: int | None = wire("reconsumeTimes")
+    unit_mode: bool | None = wire("unitMode")
+    born_host: str = wire("bornHost", required=True)
+    store_host: str = wire("storeHost", required=True)
+    store_timestamp: int = wire("storeTimestamp", required=True, long=True)
+
+
+@dataclass(slots=True)
 class SendMessageResponseHeader(CommandHeader):
     msg_id: str = wire("msgId", required=True)
     queue_id: int = wire("queueId", required=True)

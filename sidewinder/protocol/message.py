@@ -38,6 +38,21 @@ class MessageConst:
     CLUSTER = "CLUSTER"
     MSG_REGION = "MSG_REGION"
     TRACE_SWITCH = "TRACE_ON"
+    # Request-reply (DefaultMQProducer.request, MessageUtil.createReplyMessage).
+    CORRELATION_ID = "CORRELATION_ID"
+    MESSAGE_REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
+    MESSAGE_TTL = "TTL"
+    REPLY_MESSAGE_ARRIVE_TIME = "ARRIVE_TIME"
+    PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
+    MESSAGE_TYPE = "MSG_TYPE"
+
+
+REPLY_MESSAGE_FLAG = "reply"  # MSG_TYPE of a reply (MixAll.REPLY_MESSAGE_FLAG)
+
+
+def reply_topic(cluster: str) -> str:
+    """Where replies to requests stored in `cluster` go (MixAll.getReplyTopic)."""
+    return f"{cluster}_REPLY_TOPIC"
 
 
 def encode_properties(properties: Mapping[str, str], *, trailing: bool = True) -> bytes:

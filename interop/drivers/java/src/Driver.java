@@ -222,7 +222,8 @@ public final class Driver {
         "namesrv", "topic", "group", "count", "expect", "answer", "timeout", "instance",
         "mode", "batch-size", "tag", "keys-prefix", "body-prefix", "body-size", "prop",
         "delay-level", "queue", "start", "model", "tags", "sql", "from", "seek",
-        "reconsume-later", "linger", "serialize", "vip", "compress-over"));
+        "reconsume-later", "linger", "serialize", "vip", "compress-over", "request-timeout",
+        "reply"));
 
     static final Map<String, List<String>> OPTS = new LinkedHashMap<>();
 
@@ -328,8 +329,9 @@ public final class Driver {
         String cmd = args.length > 0 ? args[0] : "";
         double timeout;
         try {
-            if (!cmd.equals("produce") && !cmd.equals("consume") && !cmd.equals("transact")) {
-                throw new UsageError("usage: Driver produce|consume|transact --namesrv HOST:PORT --topic T --group G ...");
+            if (!cmd.equals("produce") && !cmd.equals("consume") && !cmd.equals("transact")
+                && !cmd.equals("request")) {
+                throw new UsageError("usage: Driver produce|consume|transact|request --namesrv HOST:PORT --topic T --group G ...");
             }
             parse(args, 1);
             timeout = doubleOpt("timeout", 60);
@@ -373,6 +375,9 @@ public final class Driver {
                     break;
                 case "transact":
                     produce(true);
+                    break;
+                case "request":
+                    request();
                     break;
                 default:
                     consume();
@@ -778,6 +783,85 @@ public final class Driver {
         }
     }
 
+    /** DefaultMQProducer.request: each message waits for its reply (a replier's createReplyMessage). */
+    static void request() throws Exception {
+        final int count = intOpt("count", -1);
+        if (count < 0) {
+            throw new UsageError("--count N is required");
+        }
+        final long requestTimeoutMs = (long) (doubleOpt("request-timeout", 10) * 1000);
+        final ProduceSpec spec = new ProduceSpec();
+        spec.tag = opt("tag", null);
+        spec.keysPrefix = opt("keys-prefix", "k-");
+        spec.bodyPrefix = opt("body-prefix", "body-");
+        spec.bodySize = intOpt("body-size", -1);
+        final long start = longOpt("start", 0);
+        phase = "starting requester";
+        DefaultMQProducer p = new DefaultMQProducer(group);
+        p.setNamesrvAddr(namesrv);
+        p.setInstanceName(instance);
+        p.setVipChannelEnabled(vip);
+        p.start();
+        emit(ev("ready"));
+        boolean ok = true;
+        for (long i = start; i < start + count; i++) {
+            phase = "requesting " + i;
+            Message m = spec.build(i);
+            try {
+                Message reply = p.request(m, requestTimeoutMs);
+                Json j = ev("replied");
+                j.put("index", i);
+                j.put("requestCorrelationId", m.getProperty("CORRELATION_ID"));
+                j.put("correlationId", reply.getProperty("CORRELATION_ID"));
+                j.put("topic", reply.getTopic());
+                j.put("msgType", reply.getProperty("MSG_TYPE"));
+                j.put("replyToClient", reply.getProperty("REPLY_TO_CLIENT"));
+                j.put("requestBodyMd5", md5(m.getBody()));
+                byte[] b = reply.getBody();
+                j.put("bodyMd5", md5(b));
+                j.put("bodyLen", b == null ? 0 : b.length);
+                emit(j);
+                SENT.incrementAndGet();
+            } catch (Exception e) {
+                emit(ev("error").put("error", "request").put("message", describe(e)).put("index", i));
+                ok = false;
+                break;
+            }
+        }
+        phase = "shutting down requester";
+        p.shutdown();
+        if (ok) {
+            finish(ev("done").put("replied", SENT.get()), 0);
+        } else {
+            finish(null, 1);
+        }
+    }
+
+    /** With --reply true: answers each delivered request (createReplyMessage, body "reply-" + the request's). */
+    static DefaultMQProducer replier;
+
+    static void answer(MessageExt m) {
+        if (replier == null) {
+            return;
+        }
+        Json j = ev("answered");
+        j.put("correlationId", m.getProperty("CORRELATION_ID"));
+        try {
+            byte[] prefix = "reply-".getBytes(StandardCharsets.UTF_8);
+            byte[] body = new byte[prefix.length + m.getBody().length];
+            System.arraycopy(prefix, 0, body, 0, prefix.length);
+            System.arraycopy(m.getBody(), 0, body, prefix.length, m.getBody().length);
+            Message reply = org.apache.rocketmq.client.utils.MessageUtil.createReplyMessage(m, body);
+            SendResult r = replier.send(reply, 10000);
+            j.put("topic", reply.getTopic());
+            j.put("status", r.getSendStatus().name());
+            j.put("bodyMd5", md5(body));
+        } catch (Exception e) {
+            j.put("error", describe(e));
+        }
+        emit(j);
+    }
+
     interface OneSend {
         Json send(Message m, long index) throws Exception;
     }
@@ -922,6 +1006,9 @@ public final class Driver {
     static boolean deliver(MessageExt m) {
         boolean later = DELIVERIES.getAndIncrement() < reconsumeLater;
         emit(receivedEvent(m, later));
+        if (!later) {
+            answer(m);
+        }
         if (!later && RECEIVED_OK.incrementAndGet() >= expect) {
             REACHED.countDown();
         }
@@ -946,6 +1033,18 @@ public final class Driver {
         final double linger = doubleOpt("linger", 0);
         if (seek != null && !mode.equals("lite-pull")) {
             throw new UsageError("--seek is for --mode lite-pull only");
+        }
+        final String reply = oneOf("reply", "false", "true", "false");
+        if (reply.equals("true")) {
+            if (!mode.equals("push") && !mode.equals("orderly")) {
+                throw new UsageError("--reply is for push consumers");
+            }
+            phase = "starting replier";
+            replier = new DefaultMQProducer(group + "-replier");
+            replier.setNamesrvAddr(namesrv);
+            replier.setInstanceName(instance + "-replier");
+            replier.setVipChannelEnabled(vip);
+            replier.start();
         }
         final MessageModel mm = model.equals("broadcasting") ? MessageModel.BROADCASTING : MessageModel.CLUSTERING;
         final ConsumeFromWhere cfw = from.equals("first")
