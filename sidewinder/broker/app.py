@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import structlog
 
@@ -16,7 +17,11 @@ from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.long_polling import PullHolds
 from sidewinder.broker.offsets import ConsumerOffsets
-from sidewinder.broker.processors.admin import AdminProcessor
+from sidewinder.broker.processors.admin_config import BrokerConfigAdmin
+from sidewinder.broker.processors.admin_groups import GroupAdmin
+from sidewinder.broker.processors.admin_maintenance import Maintenance
+from sidewinder.broker.processors.admin_stats import StatsAdmin
+from sidewinder.broker.processors.admin_topics import TopicAdmin
 from sidewinder.broker.processors.clients import ClientManageProcessor
 from sidewinder.broker.processors.end_transaction import EndTransactionProcessor
 from sidewinder.broker.processors.offsets import OffsetProcessor
@@ -25,7 +30,7 @@ from sidewinder.broker.processors.query import QueryProcessor
 from sidewinder.broker.processors.send import SendProcessor, host_of
 from sidewinder.broker.processors.send_back import SendBackProcessor
 from sidewinder.broker.registration import Registration
-from sidewinder.broker.routes import build_routes
+from sidewinder.broker.routes import AdminHandlers, build_routes
 from sidewinder.broker.schedule import ScheduleService
 from sidewinder.broker.topics import TopicTable
 from sidewinder.broker.transactions import Transactions
@@ -59,7 +64,9 @@ class _ClientChannels:
 
 
 class BrokerApp:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, conf_path: Path | None = None) -> None:
+        """`conf_path`: the file updateBrokerConfig writes to, the one the broker started from
+        (RocketMQ's -c); without one, config/broker.properties under the store root."""
         self.config = config
         config_dir = config.store.store_path_root_dir / "config"
         self.store = MessageStore(
@@ -85,19 +92,41 @@ class BrokerApp:
         self.schedule = ScheduleService(self.store, config_dir, levels)
         send = SendProcessor(config, self.store, self.topics, self.groups, max(levels, default=0))
         send_back = SendBackProcessor(
-            config, self.store, self.topics, self.groups, max(levels, default=0)
+            config,
+            self.store,
+            self.topics,
+            self.groups,
+            max(levels, default=0),
+            topics_changed=self._topic_created,
         )
-        send_back.topics_changed = self._topic_created  # type: ignore[method-assign]
         pull = PullProcessor(
             config, self.store, self.topics, self.groups, self.clients, self.offsets, self.holds
         )
-        client_manage = ClientManageProcessor(config, self.clients, self.groups, self.topics)
-        admin = AdminProcessor(
-            config, self.store, self.topics, self.groups, self.offsets, self.clients
+        client_manage = ClientManageProcessor(
+            config, self.clients, self.groups, self.topics, metadata_changed=self._metadata_changed
         )
+        # SendProcessor still takes its callback patched in: send.py is being reworked.
         send.topics_changed = self._topic_created  # type: ignore[method-assign]
-        client_manage.metadata_changed = self._metadata_changed  # type: ignore[method-assign]
-        admin.metadata_changed = self._metadata_saved  # type: ignore[method-assign]
+        admin = AdminHandlers(
+            topics=TopicAdmin(
+                config,
+                self.store,
+                self.topics,
+                self.offsets,
+                self.clients,
+                metadata_saved=self._metadata_saved,
+            ),
+            groups=GroupAdmin(
+                self.groups, self.offsets, self.clients, metadata_saved=self._metadata_saved
+            ),
+            stats=StatsAdmin(config, self.store, self.topics, self.offsets, self.clients),
+            config=BrokerConfigAdmin(
+                config,
+                conf_path or config.store.store_path_root_dir / "config" / "broker.properties",
+                permission_changed=self._permission_changed,
+            ),
+            maintenance=Maintenance(config, self.store, self.topics, self.clients),
+        )
         table = build_routes(
             config,
             send=send,
@@ -180,6 +209,11 @@ class BrokerApp:
         self._metadata_changed()
         if self._persisting is not None:
             await asyncio.shield(self._persisting)
+
+    async def _permission_changed(self) -> None:
+        """brokerPermission changed: re-register now, the topics' perms cut by it."""
+        self.topics.data_version.bump()
+        await self._metadata_saved()
 
     async def _topic_created(self) -> None:
         """A send made a topic: answer once the name servers know it (a consumer started next
