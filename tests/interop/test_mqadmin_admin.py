@@ -291,3 +291,24 @@ def test_system_topic_list_and_consume_time_span(
     reply = client.invoke(target.broker_addr, request, 10)
     assert reply.code == ResponseCode.TOPIC_NOT_EXIST, reply.remark
     assert "not exist" in (reply.remark or "")
+
+
+def namesrv_settings(target: ClusterTarget) -> dict[str, str]:
+    out = mqadmin(target.namesrv_addr, "getNamesrvConfig").stdout
+    return dict(re.findall(r"^(\w+)\s*=\s*(.*?)\s*$", out, re.MULTILINE))
+
+
+def test_update_namesrv_config(target: ClusterTarget) -> None:
+    ns = target.namesrv_addr
+    assert namesrv_settings(target)["orderMessageEnable"] == "false"
+    try:
+        out = mqadmin(ns, "updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "true").stdout
+        assert "update name server config success!" in out, out
+        assert namesrv_settings(target)["orderMessageEnable"] == "true"
+    finally:
+        mqadmin(ns, "updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "false")
+    assert namesrv_settings(target)["orderMessageEnable"] == "false"
+    args = ["-k", "kvConfigPath", "-v", "/tmp/elsewhere.json"]
+    out = mqadmin(ns, "updateNamesrvConfig", *args, check=False).output
+    assert "CODE: 16" in out and "Can not update config path" in out, out
+    assert namesrv_settings(target)["kvConfigPath"] != "/tmp/elsewhere.json"
