@@ -38,8 +38,8 @@ def load_config(path: Path | None, namesrv: str | None, *, to_print: bool = Fals
     return BrokerConfig.from_properties(values)
 
 
-async def serve(config: BrokerConfig) -> None:
-    app = BrokerApp(config)
+async def serve(config: BrokerConfig, conf_path: Path | None = None) -> None:
+    app = BrokerApp(config, conf_path)
     await serve_until_signalled(
         app.start,
         app.stop,
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{key}={value}")
         return 0
     try:
-        uvloop.run(serve(config))
+        uvloop.run(serve(config, args.config))
     except StoreLockedError as exc:
         print(f"mqbroker: {exc}", file=sys.stderr)
         return 1

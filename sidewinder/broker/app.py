@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import structlog
 
@@ -17,18 +18,22 @@ from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.long_polling import PullHolds
 from sidewinder.broker.metrics import BrokerMetrics, BrokerSources
 from sidewinder.broker.offsets import ConsumerOffsets
-from sidewinder.broker.processors.admin import AdminProcessor
+from sidewinder.broker.processors.admin_config import BrokerConfigAdmin
+from sidewinder.broker.processors.admin_groups import GroupAdmin
+from sidewinder.broker.processors.admin_maintenance import Maintenance
+from sidewinder.broker.processors.admin_stats import StatsAdmin
+from sidewinder.broker.processors.admin_topics import TopicAdmin
 from sidewinder.broker.processors.clients import ClientManageProcessor
 from sidewinder.broker.processors.end_transaction import EndTransactionProcessor
 from sidewinder.broker.processors.offsets import OffsetProcessor
 from sidewinder.broker.processors.pull import PullProcessor
 from sidewinder.broker.processors.query import QueryProcessor
-from sidewinder.broker.processors.reply import ReplyProcessor
+from sidewinder.broker.processors.reply_message import ReplyProcessor
 from sidewinder.broker.processors.send import SendProcessor, host_of
 from sidewinder.broker.processors.send_back import SendBackProcessor
 from sidewinder.broker.pull_stats import PullStats
 from sidewinder.broker.registration import Registration
-from sidewinder.broker.routes import build_routes
+from sidewinder.broker.routes import AdminHandlers, build_routes
 from sidewinder.broker.schedule import ScheduleService
 from sidewinder.broker.topics import TopicTable
 from sidewinder.broker.transactions import Transactions
@@ -65,7 +70,9 @@ class _ClientChannels:
 
 
 class BrokerApp:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, conf_path: Path | None = None) -> None:
+        """`conf_path`: the file updateBrokerConfig writes to, the one the broker started from
+        (RocketMQ's -c); without one, config/broker.properties under the store root."""
         self.config = config
         config_dir = config.store.store_path_root_dir / "config"
         self.store = MessageStore(
@@ -90,11 +97,22 @@ class BrokerApp:
         self.transactions = Transactions(config, self.store, self.topics, self.clients)
         levels = parse_delay_levels(config.store.message_delay_level)
         self.schedule = ScheduleService(self.store, config_dir, levels)
-        send = SendProcessor(config, self.store, self.topics, self.groups, max(levels, default=0))
-        send_back = SendBackProcessor(
-            config, self.store, self.topics, self.groups, max(levels, default=0)
+        send = SendProcessor(
+            config,
+            self.store,
+            self.topics,
+            self.groups,
+            max(levels, default=0),
+            topics_changed=self._topic_created,
         )
-        send_back.topics_changed = self._topic_created  # type: ignore[method-assign]
+        send_back = SendBackProcessor(
+            config,
+            self.store,
+            self.topics,
+            self.groups,
+            max(levels, default=0),
+            topics_changed=self._topic_created,
+        )
         self.pulls = PullStats()
         pull = PullProcessor(
             config,
@@ -106,13 +124,29 @@ class BrokerApp:
             self.holds,
             self.pulls,
         )
-        client_manage = ClientManageProcessor(config, self.clients, self.groups, self.topics)
-        admin = AdminProcessor(
-            config, self.store, self.topics, self.groups, self.offsets, self.clients
+        client_manage = ClientManageProcessor(
+            config, self.clients, self.groups, self.topics, metadata_changed=self._metadata_changed
         )
-        send.topics_changed = self._topic_created  # type: ignore[method-assign]
-        client_manage.metadata_changed = self._metadata_changed  # type: ignore[method-assign]
-        admin.metadata_changed = self._metadata_saved  # type: ignore[method-assign]
+        admin = AdminHandlers(
+            topics=TopicAdmin(
+                config,
+                self.store,
+                self.topics,
+                self.offsets,
+                self.clients,
+                metadata_saved=self._metadata_saved,
+            ),
+            groups=GroupAdmin(
+                self.groups, self.offsets, self.clients, metadata_saved=self._metadata_saved
+            ),
+            stats=StatsAdmin(config, self.store, self.topics, self.offsets, self.clients),
+            config=BrokerConfigAdmin(
+                config,
+                conf_path or config.store.store_path_root_dir / "config" / "broker.properties",
+                permission_changed=self._permission_changed,
+            ),
+            maintenance=Maintenance(config, self.store, self.topics, self.clients),
+        )
         table = build_routes(
             config,
             send=send,
@@ -216,6 +250,11 @@ class BrokerApp:
         self._metadata_changed()
         if self._persisting is not None:
             await asyncio.shield(self._persisting)
+
+    async def _permission_changed(self) -> None:
+        """brokerPermission changed: re-register now, the topics' perms cut by it."""
+        self.topics.data_version.bump()
+        await self._metadata_saved()
 
     async def _topic_created(self) -> None:
         """A send made a topic: answer once the name servers know it (a consumer started next

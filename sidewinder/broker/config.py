@@ -6,8 +6,9 @@ RocketMQ 4.9's BrokerConfig where the key exists there.
 
 from __future__ import annotations
 
+import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -17,7 +18,15 @@ from sidewinder.common.metrics_server import DEFAULT_PORT, MetricsExporterType
 from sidewinder.remoting.config import ServerConfig
 from sidewinder.store.config import BrokerRole, StoreConfig
 
-__all__ = ["RECOGNISED_UNSUPPORTED_KEYS", "BrokerConfig", "ConfigError", "refuse_unsupported"]
+__all__ = [
+    "RECOGNISED_UNSUPPORTED_KEYS",
+    "RESTART_KEYS",
+    "BrokerConfig",
+    "ConfigError",
+    "apply_update",
+    "black_listed",
+    "refuse_unsupported",
+]
 
 PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1
 
@@ -30,8 +39,9 @@ def _local_ip() -> str:
 
 
 class BrokerConfig(BaseModel):
+    # Not frozen: updateBrokerConfig sets live keys on the one instance every part reads.
     model_config = ConfigDict(
-        alias_generator=camel, populate_by_name=True, frozen=True, extra="ignore"
+        alias_generator=camel, populate_by_name=True, validate_assignment=True, extra="ignore"
     )
 
     rocketmq_home: str = ""
@@ -84,6 +94,12 @@ class BrokerConfig(BaseModel):
     metrics_prom_exporter_host: str = ""
     metrics_prom_exporter_port: int = Field(DEFAULT_PORT, ge=0, le=65535)
     metrics_label: str = ""
+    config_black_list: str = "configBlackList;brokerConfigPath"
+    # Read by mqadmin's exportConfigs and exportMetrics from GET_BROKER_CONFIG (a key missing
+    # there fails exportConfigs); no filter servers, no TLS here.
+    filter_server_nums: int = Field(0, ge=0)
+    use_tls: bool = Field(False, alias="useTLS")
+    client_callback_executor_threads: int = Field(default_factory=lambda: os.cpu_count() or 1)
     store: StoreConfig = Field(default_factory=StoreConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
 
@@ -143,14 +159,100 @@ _UNSUPPORTED = {
 RECOGNISED_UNSUPPORTED_KEYS = frozenset(key for key, _ in _UNSUPPORTED)
 
 
-def refuse_unsupported(values: Mapping[str, Any]) -> None:
-    """ConfigError naming each key whose value asks for what is not supported yet."""
-    problems = [
+def unsupported_problems(values: Mapping[str, Any]) -> list[str]:
+    """One line per key whose value asks for what is not supported yet."""
+    return [
         f"{key}={values[key]!s}".replace(" ", "") + f" asks for {what}, not supported yet"
         for (key, value), what in _UNSUPPORTED.items()
         if str(values.get(key, "")).strip().upper() == value
     ]
+
+
+def refuse_unsupported(values: Mapping[str, Any]) -> None:
+    """ConfigError naming each key whose value asks for what is not supported yet."""
+    problems = unsupported_problems(values)
     if problems:
         raise ConfigError(
             "refusing to start: " + "; ".join(problems) + " (remove the key to run a master broker)"
         )
+
+
+# Keys the running broker read once at start: its identity (registered with the name servers),
+# its sockets, its store's layout and flush machinery. An update of one is written to the conf
+# file and takes effect at the next start; changing it under the running broker would make it
+# register an address it does not listen on, or roll segments of another size.
+RESTART_KEYS = frozenset(
+    {
+        "brokerName",
+        "brokerClusterName",
+        "brokerIP1",
+        "brokerIP2",
+        "brokerId",
+        "namesrvAddr",
+        "rocketmqHome",
+        "storePathRootDir",
+        "storePathCommitLog",
+        "mappedFileSizeCommitLog",
+        "mappedFileSizeConsumeQueue",
+        "flushDiskType",
+        "brokerRole",
+        "transientStorePoolEnable",
+        "transientStorePoolSize",
+        "messageDelayLevel",
+        "messageIndexEnable",
+        "maxHashSlotNum",
+        "maxIndexNum",
+    }
+)
+
+# Never updatable at run time whatever configBlackList says (RocketMQ 4.9.8's fixed list).
+_ALWAYS_BLACK_LISTED = frozenset({"brokerConfigPath", "rocketmqHome", "configBlackList"})
+
+
+def black_listed(config: BrokerConfig, keys: Iterable[str]) -> list[str]:
+    """The keys updateBrokerConfig must refuse (NO_PERMISSION, as RocketMQ 4.9.8)."""
+    listed = _ALWAYS_BLACK_LISTED | {k.strip() for k in config.config_black_list.split(";")}
+    return sorted(k for k in keys if k in listed)
+
+
+def apply_update(config: BrokerConfig, values: Mapping[str, str]) -> dict[str, str]:
+    """Validate `values` and set the live ones on `config` in place (every part of the broker
+    holds this one instance, so a key read per use takes effect at once).
+
+    Returns the known keys, to persist; unknown keys are left out, as RocketMQ's Configuration
+    drops keys it has no field for. A bad value raises ConfigError naming the key and changes
+    nothing (RocketMQ would ignore it silently and persist it anyway).
+    """
+    problems = unsupported_problems(values)
+    if problems:
+        raise ConfigError("refusing the update: " + "; ".join(problems))
+    sections: list[BaseModel] = [config, config.store, config.server]
+    validated: list[tuple[BaseModel, BaseModel, dict[str, str]]] = []
+    for section in sections:
+        fields = _fields_by_key(type(section))
+        own = {k: v for k, v in values.items() if k in fields}
+        if not own:
+            continue
+        current = section.model_dump(by_alias=True, exclude={"store", "server"})
+        candidate = from_properties(type(section), {**current, **own}, "updateBrokerConfig")
+        validated.append((section, candidate, own))
+    known: dict[str, str] = {}
+    for section, candidate, own in validated:
+        fields = _fields_by_key(type(section))
+        for key, value in own.items():
+            known[key] = value
+            if key in RESTART_KEYS or section is config.server:
+                continue
+            setattr(section, fields[key], getattr(candidate, fields[key]))
+    for key in values:
+        if key in RECOGNISED_UNSUPPORTED_KEYS:
+            known[key] = values[key]
+    return known
+
+
+def _fields_by_key(model: type[BaseModel]) -> dict[str, str]:
+    return {
+        f.alias or name: name
+        for name, f in model.model_fields.items()
+        if name not in ("store", "server")
+    }

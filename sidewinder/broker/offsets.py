@@ -61,5 +61,11 @@ class ConsumerOffsets:
             del self.table[key]
             self.dirty = True
 
+    def remove_group(self, group: str) -> None:
+        """Forget every offset of a group (deleteSubGroup -r true)."""
+        for key in [k for k in self.table if k.split(TOPIC_GROUP_SEPARATOR, 1)[1:] == [group]]:
+            del self.table[key]
+            self.dirty = True
+
     def to_json(self) -> dict[str, Any]:
         return {"offsetTable": self.table}

@@ -1,20 +1,71 @@
-"""The broker's processor table: every request code it serves, in one place."""
+"""The broker's processor table: every request code it serves, by name, in one place.
+
+A code not listed here is answered REQUEST_CODE_NOT_SUPPORTED naming it, as RocketMQ's admin
+processor (its default) answers codes it does not know.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sidewinder.broker.config import BrokerConfig
-from sidewinder.broker.processors.admin import AdminProcessor
+from sidewinder.broker.processors.admin_config import BrokerConfigAdmin
+from sidewinder.broker.processors.admin_groups import GroupAdmin
+from sidewinder.broker.processors.admin_maintenance import Maintenance
+from sidewinder.broker.processors.admin_stats import StatsAdmin
+from sidewinder.broker.processors.admin_topics import TopicAdmin
 from sidewinder.broker.processors.clients import ClientManageProcessor
 from sidewinder.broker.processors.end_transaction import EndTransactionProcessor
 from sidewinder.broker.processors.offsets import OffsetProcessor
 from sidewinder.broker.processors.pull import PullProcessor
 from sidewinder.broker.processors.query import QueryProcessor
-from sidewinder.broker.processors.reply import ReplyProcessor
+from sidewinder.broker.processors.replies import ByCode, Handler
+from sidewinder.broker.processors.reply_message import ReplyProcessor
 from sidewinder.broker.processors.send import SendProcessor
 from sidewinder.broker.processors.send_back import SendBackProcessor
 from sidewinder.common.native import NATIVE
 from sidewinder.protocol.codes import RequestCode as R
-from sidewinder.remoting.dispatch import Limits, ProcessorTable
+from sidewinder.remoting.dispatch import Limits, NotSupported, ProcessorTable
+
+
+@dataclass(frozen=True)
+class AdminHandlers:
+    """The admin processors, split by concern."""
+
+    topics: TopicAdmin
+    groups: GroupAdmin
+    stats: StatsAdmin
+    config: BrokerConfigAdmin
+    maintenance: Maintenance
+
+
+def admin_codes(admin: AdminHandlers) -> dict[int, Handler]:
+    """Every admin code (RocketMQ's AdminBrokerProcessor) and the handler that serves it."""
+    topics, groups, stats = admin.topics, admin.groups, admin.stats
+    config, maintenance = admin.config, admin.maintenance
+    return {
+        R.UPDATE_AND_CREATE_TOPIC: topics.create_topic,
+        R.DELETE_TOPIC_IN_BROKER: topics.delete_topic,
+        R.GET_ALL_TOPIC_CONFIG: topics.all_topics,
+        R.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: topics.system_topics,
+        R.QUERY_TOPIC_CONSUME_BY_WHO: topics.consumed_by,
+        R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: groups.update_group,
+        R.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: groups.all_groups,
+        R.DELETE_SUBSCRIPTIONGROUP: groups.delete_group,
+        R.GET_CONSUMER_CONNECTION_LIST: groups.consumer_connections,
+        R.GET_PRODUCER_CONNECTION_LIST: groups.producer_connections,
+        R.GET_ALL_PRODUCER_INFO: groups.all_producers,
+        R.GET_BROKER_RUNTIME_INFO: stats.runtime_info,
+        R.GET_TOPIC_STATS_INFO: stats.topic_stats,
+        R.GET_CONSUME_STATS: stats.consume_stats,
+        R.QUERY_CONSUME_TIME_SPAN: stats.consume_time_span,
+        R.UPDATE_BROKER_CONFIG: config.update,
+        R.GET_BROKER_CONFIG: config.get,
+        R.CLEAN_EXPIRED_CONSUMEQUEUE: maintenance.clean_expired_consume_queues,
+        R.DELETE_EXPIRED_COMMITLOG: maintenance.delete_expired_commit_log,
+        R.CLEAN_UNUSED_TOPIC: maintenance.clean_unused_topics,
+        R.QUERY_CONSUME_QUEUE: maintenance.query_consume_queue,
+    }
 
 
 def build_routes(
@@ -27,11 +78,11 @@ def build_routes(
     query: QueryProcessor,
     clients: ClientManageProcessor,
     offsets: OffsetProcessor,
-    admin: AdminProcessor,
+    admin: AdminHandlers,
     reply: ReplyProcessor,
 ) -> ProcessorTable:
     fast_failure = config.broker_fast_failure_enable
-    table = ProcessorTable(default=admin)
+    table = ProcessorTable(default=NotSupported())
     table.register(
         send,
         R.SEND_MESSAGE,
@@ -96,4 +147,6 @@ def build_routes(
         R.GET_MIN_OFFSET,
         R.GET_EARLIEST_MSG_STORETIME,
     )
+    handlers = admin_codes(admin)
+    table.register(ByCode(handlers), *handlers)
     return table

@@ -37,8 +37,9 @@ def topic_name_problem(topic: str) -> str:
     return ""
 
 
-def is_system_topic(topic: str) -> bool:
-    return topic in {
+REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
+FIXED_SYSTEM_TOPICS = frozenset(
+    {
         AUTO_CREATE_TOPIC_KEY,
         SCHEDULE_TOPIC,
         SELF_TEST_TOPIC,
@@ -48,7 +49,23 @@ def is_system_topic(topic: str) -> bool:
         TRANS_CHECK_MAX_TIME_TOPIC,
         "RMQ_SYS_TRACE_TOPIC",
         "BenchmarkTest",
-    } or topic.startswith("rmq_sys_")
+    }
+)
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic in FIXED_SYSTEM_TOPICS or topic.startswith("rmq_sys_")
+
+
+def system_topics(config: BrokerConfig) -> set[str]:
+    """RocketMQ's TopicValidator system set as a broker of this config fills it: the fixed
+    topics, the cluster and broker names, the trace topic when enabled, the reply topic."""
+    names = set(FIXED_SYSTEM_TOPICS)
+    names |= {config.broker_cluster_name, config.broker_name}
+    names.add(f"{config.broker_cluster_name}_{REPLY_TOPIC_POSTFIX}")
+    if config.trace_topic_enable:
+        names.add(config.msg_trace_topic_name)
+    return names
 
 
 @dataclass(frozen=True)

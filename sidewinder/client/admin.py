@@ -222,6 +222,23 @@ class Admin:
                 config[key.strip()] = value.strip()
         return config
 
+    async def ask_broker(
+        self, broker_addr: str, code: int, ext: dict[str, str] | None = None, payload: bytes = b""
+    ) -> RemotingCommand:
+        """Any admin request to one broker; ClientError with its code and remark unless it
+        succeeds (the maintenance codes, UPDATE_BROKER_CONFIG, QUERY_CONSUME_QUEUE, ...)."""
+        request = RemotingCommand.request(code, ext, payload or None)
+        reply = await self.remoting.invoke(broker_addr, request, 30)
+        check_reply(reply)
+        return reply
+
+    async def ask_name_server(self, code: int, payload: bytes = b"") -> RemotingCommand:
+        reply = await self.routes.ask_name_server(
+            RemotingCommand.request(code, None, payload or None)
+        )
+        check_reply(reply)
+        return reply
+
     async def message_at(self, queue: MessageQueue, offset: int) -> ReceivedMessage | None:
         """The message at `offset` of one queue (one PULL_MESSAGE, as mqadmin's tools group).
         A queue from a send that just auto-created its topic may wait a moment for the route."""

@@ -6,7 +6,9 @@
 
 Sub-commands: updateTopic, deleteTopic, topicList, topicRoute, topicStatus, clusterList,
 brokerStatus, consumerProgress, queryMsgById, queryMsgByKey, queryMsgByOffset, getBrokerConfig,
-updateSubGroup, sendMessage, consumeMessage.
+updateSubGroup, sendMessage, consumeMessage; and from cli_admin: updateBrokerConfig,
+updateNamesrvConfig, getNamesrvConfig, cleanExpiredCQ, cleanUnusedTopic, deleteExpiredCommitLog,
+queryCq, producer, deleteSubGroup.
 """
 
 from __future__ import annotations
@@ -406,6 +408,9 @@ async def consume_message(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Registers the config and maintenance sub-commands (a module of their own).
+    import sidewinder.client.cli_admin  # noqa: F401
+
     parser = argparse.ArgumentParser(
         prog="mqadmin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -428,4 +433,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Through the module's own name: cli_admin registers its sub-commands in that module,
+    # which `python -m` would otherwise load a second time beside __main__.
+    from sidewinder.client.cli import main as _main
+
+    raise SystemExit(_main())

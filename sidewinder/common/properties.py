@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -25,3 +26,21 @@ def parse_properties(text: str, *, source: str = "<string>") -> dict[str, str]:
 
 def read_properties(path: Path) -> dict[str, str]:
     return parse_properties(path.read_text(encoding="utf-8"), source=str(path))
+
+
+def update_properties_text(text: str, values: Mapping[str, str]) -> str:
+    """`text` with each key of `values` set: its lines rewritten in place (comments and the
+    order of the file kept), keys it lacked appended."""
+    pending = dict(values)
+    lines = []
+    for raw in text.splitlines():
+        stripped = raw.strip()
+        key, sep, _ = stripped.partition("=")
+        key = key.strip()
+        if sep and not stripped.startswith(("#", "!")) and key in values:
+            lines.append(f"{key}={values[key]}")
+            pending.pop(key, None)
+        else:
+            lines.append(raw)
+    lines += [f"{key}={value}" for key, value in pending.items()]
+    return "\n".join(lines) + "\n"

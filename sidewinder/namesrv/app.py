@@ -12,7 +12,12 @@ from sidewinder.common.metrics_server import MetricsExporterType, MetricsServer
 from sidewinder.namesrv.config import NamesrvConfig
 from sidewinder.namesrv.kv_config import KVConfig
 from sidewinder.namesrv.metrics import NamesrvMetrics
-from sidewinder.namesrv.processors import BrokerRegistry, ConfigQuery, KVProcessor, RouteQueries
+from sidewinder.namesrv.processors import (
+    BrokerRegistry,
+    KVProcessor,
+    NamesrvConfigProcessor,
+    RouteQueries,
+)
 from sidewinder.namesrv.route_table import RouteTable
 from sidewinder.protocol.codes import RequestCode as R
 from sidewinder.remoting.connection import Connection
@@ -48,7 +53,7 @@ def build_routes(config: NamesrvConfig, routes: RouteTable, kv: KVConfig) -> Pro
         BrokerRegistry(routes, kv), R.REGISTER_BROKER, R.UNREGISTER_BROKER, R.QUERY_DATA_VERSION
     )
     table.register(
-        RouteQueries(routes, kv, order_message_enable=config.order_message_enable),
+        RouteQueries(routes, kv, config),
         R.GET_ROUTEINFO_BY_TOPIC,
         R.GET_BROKER_CLUSTER_INFO,
         R.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
@@ -68,7 +73,7 @@ def build_routes(config: NamesrvConfig, routes: RouteTable, kv: KVConfig) -> Pro
         R.DELETE_KV_CONFIG,
         R.GET_KVLIST_BY_NAMESPACE,
     )
-    table.register(ConfigQuery(config.as_properties()), R.GET_NAMESRV_CONFIG)
+    table.register(NamesrvConfigProcessor(config), R.UPDATE_NAMESRV_CONFIG, R.GET_NAMESRV_CONFIG)
     return table
 
 

@@ -23,8 +23,9 @@ def _home() -> Path:
 
 
 class NamesrvConfig(BaseModel):
+    # Not frozen: updateNamesrvConfig sets keys on the running instance.
     model_config = ConfigDict(
-        alias_generator=camel, populate_by_name=True, frozen=True, extra="ignore"
+        alias_generator=camel, populate_by_name=True, validate_assignment=True, extra="ignore"
     )
 
     rocketmq_home: str = ""
@@ -64,3 +65,22 @@ class NamesrvConfig(BaseModel):
         for name, f in ServerConfig.model_fields.items():
             out[f.alias or name] = str(getattr(self.server, name))
         return {k: v.lower() if v in ("True", "False") else v for k, v in sorted(out.items())}
+
+
+def apply_namesrv_update(config: NamesrvConfig, values: Mapping[str, str]) -> dict[str, str]:
+    """Validate `values` and set the name server's own keys on `config` in place; the
+    server's keys (its socket) are validated and returned to persist, for the next start.
+    Unknown keys are left out, as RocketMQ's Configuration drops them; a bad value raises
+    ConfigError naming it and changes nothing."""
+    own_fields = {f.alias or n: n for n, f in NamesrvConfig.model_fields.items() if n != "server"}
+    server_fields = {f.alias or n for n, f in ServerConfig.model_fields.items()}
+    own = {k: v for k, v in values.items() if k in own_fields}
+    server = {k: v for k, v in values.items() if k in server_fields}
+    current = config.model_dump(by_alias=True, exclude={"server"})
+    candidate = from_properties(NamesrvConfig, {**current, **own}, "updateNamesrvConfig")
+    if server:
+        now = config.server.model_dump(by_alias=True)
+        from_properties(ServerConfig, {**now, **server}, "updateNamesrvConfig")
+    for key in own:
+        setattr(config, own_fields[key], getattr(candidate, own_fields[key]))
+    return {**own, **server}

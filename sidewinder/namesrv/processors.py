@@ -5,10 +5,15 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
+from pathlib import Path
 from typing import Any
 
 import structlog
 
+from sidewinder.common.config import ConfigError
+from sidewinder.common.fileio import write_atomic
+from sidewinder.common.properties import parse_properties, update_properties_text
+from sidewinder.namesrv.config import NamesrvConfig, apply_namesrv_update
 from sidewinder.namesrv.kv_config import KVConfig
 from sidewinder.namesrv.route_table import RouteTable
 from sidewinder.protocol import body
@@ -100,10 +105,10 @@ class BrokerRegistry:
 class RouteQueries:
     """Routes, cluster info and topic lists; topic deletion and write-permission changes."""
 
-    def __init__(self, routes: RouteTable, kv: KVConfig, *, order_message_enable: bool) -> None:
+    def __init__(self, routes: RouteTable, kv: KVConfig, config: NamesrvConfig) -> None:
         self.routes = routes
         self.kv = kv
-        self.order_message_enable = order_message_enable
+        self.config = config  # orderMessageEnable is read per request: updates are live
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         code = request.code
@@ -142,7 +147,7 @@ class RouteQueries:
                 ResponseCode.TOPIC_NOT_EXIST,
                 f"No topic route info in name server for the topic: {header.topic}{FAQ}",
             )
-        if self.order_message_enable:
+        if self.config.order_message_enable:
             order = self.kv.get(ORDER_TOPIC_CONFIG, header.topic)
             if order is not None:
                 route["orderTopicConf"] = order
@@ -194,14 +199,49 @@ class KVProcessor:
         return request.reply(ResponseCode.SUCCESS)
 
 
-class ConfigQuery:
-    """GET_NAMESRV_CONFIG: the effective settings as properties text."""
+class NamesrvConfigProcessor:
+    """UPDATE_NAMESRV_CONFIG (318) and GET_NAMESRV_CONFIG (319).
 
-    def __init__(self, properties: dict[str, str]) -> None:
-        self.text = "".join(f"{k}={v}\n" for k, v in properties.items())
+    An update sets the keys on the running config and writes them into `configStorePath`
+    (RocketMQ's Configuration store), the file's other lines kept; the server's keys take
+    effect at the next start. The paths are refused as RocketMQ 4.9.7 refuses them, and the
+    rest of 4.9.8's black list as 4.9.8 does.
+    """
+
+    def __init__(self, config: NamesrvConfig) -> None:
+        self.config = config
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        return request.reply(ResponseCode.SUCCESS, body=self.text.encode())
+        if request.code == RequestCode.GET_NAMESRV_CONFIG:
+            text = "".join(f"{k}={v}\n" for k, v in self.config.as_properties().items())
+            return request.reply(ResponseCode.SUCCESS, body=text.encode())
+        if not request.body:
+            return request.reply(ResponseCode.SUCCESS)
+        try:
+            values = parse_properties(request.body_bytes.decode(), source="updateNamesrvConfig")
+        except ValueError as exc:
+            return request.reply(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
+        if values.keys() & {"kvConfigPath", "configStorePath"}:
+            return request.reply(ResponseCode.NO_PERMISSION, "Can not update config path")
+        if values.keys() & {"rocketmqHome", "configBlackList"}:
+            return request.reply(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+        try:
+            known = apply_namesrv_update(self.config, values)
+        except ConfigError as exc:
+            return request.reply(ResponseCode.SYSTEM_ERROR, str(exc))
+        if known:
+            path = self.config.config_store_path
+            await asyncio.get_running_loop().run_in_executor(None, _persist, path, known)
+        log.info("namesrv.config_updated", remote=ctx.remote_address, keys=sorted(known))
+        return request.reply(ResponseCode.SUCCESS)
+
+
+def _persist(path: Path, values: dict[str, str]) -> None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    write_atomic(path, update_properties_text(text, values))
 
 
 def _json_reply(request: RemotingCommand, value: Any) -> RemotingCommand:

@@ -434,3 +434,22 @@ class CheckTransactionStateRequestHeader(CommandHeader):
     msg_id: str | None = wire("msgId")
     transaction_id: str | None = wire("transactionId")
     offset_msg_id: str | None = wire("offsetMsgId")
+
+
+@dataclass(slots=True)
+class QueryConsumeTimeSpanRequestHeader(CommandHeader):
+    """QUERY_CONSUME_TIME_SPAN (303)."""
+
+    topic: str = wire("topic", required=True)
+    group: str = wire("group", required=True)
+
+
+@dataclass(slots=True)
+class QueryConsumeQueueRequestHeader(CommandHeader):
+    """QUERY_CONSUME_QUEUE (321): Java primitives, so a missing number reads as 0."""
+
+    topic: str = wire("topic", default="")
+    queue_id: int = wire("queueId", default=0)
+    index: int = wire("index", long=True, default=0)
+    count: int = wire("count", default=0)
+    consumer_group: str | None = wire("consumerGroup")

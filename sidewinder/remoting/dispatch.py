@@ -7,8 +7,9 @@
 A request waits in its processor's queue while `concurrency` others run. One that waited longer
 than `budget_ms` is refused with SYSTEM_BUSY and RocketMQ's `[TIMEOUT_CLEAN_QUEUE]` remark; one
 that finds the queue full gets SYSTEM_BUSY `[OVERLOAD]`. Processors sharing nothing never wait
-for each other, so a slow pull cannot delay a send. A processor that raises gets SYSTEM_ERROR
-with the error in the remark; an unknown code REQUEST_CODE_NOT_SUPPORTED naming the code.
+for each other, so a slow pull cannot delay a send. A processor that raises a SidewinderError
+(protocol/errors.py) gets its code and remark; any other exception SYSTEM_ERROR with the error in
+the remark (and its traceback in the log); an unknown code REQUEST_CODE_NOT_SUPPORTED naming it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import structlog
 
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.errors import SidewinderError
 from sidewinder.protocol.headers import HeaderError
 from sidewinder.remoting.codec import FrameError, RawFrame, decode_raw
 
@@ -232,9 +234,14 @@ def _take_none(ctx: RequestContext, requests: list[RemotingCommand]) -> list[Rem
 
 
 def _error_reply(request: RemotingCommand, exc: Exception) -> RemotingCommand:
+    """The one place a processor's exception becomes a reply: a refusal it raised (its code
+    and remark), a header that does not decode, or our bug (logged with its traceback)."""
+    if isinstance(exc, SidewinderError):
+        log.info("remoting.request_refused", code=request.code, response=exc.code, remark=str(exc))
+        return request.reply(exc.code, exc.remark)
     if isinstance(exc, HeaderError):
         return request.reply(ResponseCode.SYSTEM_ERROR, str(exc))
-    log.warning("remoting.processor_failed", code=request.code, error=repr(exc))
+    log.error("remoting.processor_failed", code=request.code, error=repr(exc), exc_info=exc)
     return request.reply(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
 
 

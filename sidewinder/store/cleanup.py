@@ -80,7 +80,6 @@ class Cleanup:
         self.disk_usage = disk_usage  # a probe tests may swap
         self._dispatched_to = dispatched_to  # the CommitLog offset dispatch has reached
         self._now = now
-        self.hours = {int(h) for h in config.delete_when.split(";")}
         self.disk = disk or DiskSpace()
         self.manual_rounds = 0
         self._retired: list[MappedFile | IndexFile] = []
@@ -116,7 +115,8 @@ class Cleanup:
             self.disk.space_wanted = False
             if await loop.run_in_executor(self._file_executor, self._no_room_for_a_segment):
                 space_to_free = clean_at_once = True
-        time_to_delete = time.localtime(self._now()).tm_hour in self.hours
+        # Read each round: updateBrokerConfig may change deleteWhen while the broker runs.
+        time_to_delete = time.localtime(self._now()).tm_hour in _hours(self.config.delete_when)
         manual = self.manual_rounds > 0
         if time_to_delete or space_to_free or manual:
             if manual:
@@ -199,6 +199,10 @@ class Cleanup:
         """Unmap whatever is still retired (at shutdown). Blocking."""
         _close_all(self._retired)
         self._retired = []
+
+
+def _hours(delete_when: str) -> set[int]:
+    return {int(h) for h in delete_when.split(";") if h.strip().isdigit()}
 
 
 def _unlink_all(files: list[MappedFile] | list[MappedFile | IndexFile]) -> None:

@@ -52,7 +52,9 @@ class StoreConfig(BaseModel):
     model_config = ConfigDict(
         alias_generator=_alias,
         populate_by_name=True,
-        frozen=True,
+        # Not frozen: updateBrokerConfig sets live keys on the one instance the store reads.
+        frozen=False,
+        validate_assignment=True,
         extra="ignore",
         use_enum_values=False,
     )

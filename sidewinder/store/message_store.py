@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
@@ -30,9 +30,9 @@ from sidewinder.protocol.message import KEY_SEPARATOR, MessageConst, property_va
 from sidewinder.protocol.record import Host, MessageRecord, MessageToStore
 from sidewinder.store.checkpoint import StoreCheckpoint
 from sidewinder.store.cleanup import Cleanup
-from sidewinder.store.commit_log import AppendResult, AppendStatus, CommitLog
+from sidewinder.store.commit_log import AppendResult, AppendStatus, CommitLog, QueueKey
 from sidewinder.store.config import BrokerRole, FlushDiskType, StoreConfig
-from sidewinder.store.consume_queue import CQ_ENTRY_SIZE, ConsumeQueueTable
+from sidewinder.store.consume_queue import CQ_ENTRY, CQ_ENTRY_SIZE, ConsumeQueueTable, CQEntry
 from sidewinder.store.disk_space import ALLOCATION_RETRY_S, DiskSpace
 from sidewinder.store.dispatchers import parse_delay_levels, store_dispatchers
 from sidewinder.store.flush import FlushError, GroupCommit, PeriodicFlush, SyncPlan
@@ -674,17 +674,67 @@ class MessageStore:
     async def delete_topic(self, topic: str) -> None:
         """Forget a topic's queues and their files (cleanUnusedTopic); its CommitLog records
         stay until cleanup. Runs on the dispatch thread, which owns the queues."""
+        await self._drop_queues(lambda key: key[0] == topic)
 
-        def drop() -> None:
-            for key in [k for k in self.queues.queues if k[0] == topic]:
+    async def clean_unused_topics(self, keep: Collection[str]) -> list[str]:
+        """Drop the queues of every topic not in `keep` (mqadmin cleanUnusedTopic: topics a
+        broker no longer has a config for); returns the topics dropped."""
+        dropped = await self._drop_queues(lambda key: key[0] not in keep)
+        return sorted({topic for topic, _ in dropped})
+
+    async def clean_expired_consume_queues(self, keep: Collection[str] = ()) -> list[QueueKey]:
+        """Drop the queues whose every message lies below the CommitLog's minimum (mqadmin
+        cleanExpiredCQ); an empty queue stays, as RocketMQ keeps one it may have just made."""
+        min_phy = self.min_phy_offset
+
+        def expired(key: QueueKey) -> bool:
+            queue = self.queues.queues[key]
+            return key[0] not in keep and 0 < queue.max_phy_offset <= min_phy
+
+        return await self._drop_queues(expired)
+
+    async def _drop_queues(self, which: Callable[[QueueKey], bool]) -> list[QueueKey]:
+        def drop() -> list[QueueKey]:
+            keys = [k for k in self.queues.queues if which(k)]
+            for key in keys:
                 queue = self.queues.queues.pop(key)
                 queue.close()
                 shutil.rmtree(queue.files.directory, ignore_errors=True)
-            shutil.rmtree(self.queues.root / topic, ignore_errors=True)
+            for topic in {topic for topic, _ in keys}:
+                if not any(t == topic for t, _ in self.queues.queues):
+                    shutil.rmtree(self.queues.root / topic, ignore_errors=True)
+            return keys
 
-        await asyncio.get_running_loop().run_in_executor(self._dispatch_executor, drop)
-        for key in [k for k in self.commit_log.queue_offsets if k[0] == topic]:
-            del self.commit_log.queue_offsets[key]
+        keys = await asyncio.get_running_loop().run_in_executor(self._dispatch_executor, drop)
+        for key in keys:
+            # The next message of a dropped queue starts it again at offset 0, as in RocketMQ.
+            self.commit_log.queue_offsets.pop(key, None)
+        if keys:
+            log.info("store.queues_dropped", queues=len(keys))
+        return keys
+
+    def delete_files_manually(self) -> None:
+        """Expired CommitLog segments go over the next cleanup rounds, whatever the hour."""
+        self.cleanup.delete_files_manually()
+
+    def consume_queue_slice(
+        self, topic: str, queue_id: int, index: int, count: int
+    ) -> tuple[int, int, list[CQEntry] | None] | None:
+        """(min offset, max offset, entries from `index`) of a queue, for mqadmin queryCq:
+        at most `count` entries, none past the file holding `index`; the entries are None when
+        `index` is not in the queue, and the whole answer None when the queue does not exist."""
+        queue = self.queues.queues.get((topic, queue_id))
+        if queue is None:
+            return None
+        low, high = queue.min_offset, queue.max_offset
+        if not low <= index < high:
+            return low, high, None
+        view = queue.entries(index, min(high, index + count))
+        entries = [
+            CQEntry(index + n, phy, size, tags)
+            for n, (phy, size, tags) in enumerate(CQ_ENTRY.iter_unpack(view))
+        ]
+        return low, high, entries
 
     def lookup_message_by_offset(self, phy_offset: int) -> MessageRecord | None:
         return self.commit_log.record_at(phy_offset)

@@ -4,6 +4,7 @@ GET_CONSUMER_LIST_BY_GROUP (38), LOCK_BATCH_MQ (41), UNLOCK_BATCH_MQ (42)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sidewinder.broker.clients import Clients
@@ -27,16 +28,17 @@ class ClientManageProcessor:
         clients: Clients,
         groups: SubscriptionGroups,
         topics: TopicTable,
+        *,
+        metadata_changed: Callable[[], None],
     ) -> None:
         self.config = config
         self.clients = clients
         self.groups = groups
         self.topics = topics
+        # Persist groups and topics and re-register, once per burst (a heartbeat made some).
+        self.metadata_changed = metadata_changed
         # (group, topic, brokerName, queueId) -> (clientId, last lock time)
         self.locks: dict[tuple[str, str, str, int], tuple[str, float]] = {}
-
-    def metadata_changed(self) -> None:
-        """Replaced by the app: persist groups and topics, re-register with name servers."""
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         code = request.code
@@ -49,16 +51,7 @@ class ClientManageProcessor:
             )
             return request.reply(ResponseCode.SUCCESS)
         if code == RequestCode.CHECK_CLIENT_CONFIG:
-            data = _json(request)
-            sub = data.get("subscriptionData") or {}
-            if (
-                sub.get("expressionType") or "TAG"
-            ) != "TAG" and not self.config.enable_property_filter:
-                return request.reply(
-                    ResponseCode.SYSTEM_ERROR,
-                    "The broker does not support consumer to filter message by SQL92",
-                )
-            return request.reply(ResponseCode.SUCCESS)
+            return self._check_client_config(request)
         if code == RequestCode.GET_CONSUMER_LIST_BY_GROUP:
             group = ConsumerGroupHeader.from_ext(request.ext_fields).consumer_group
             found = self.clients.consumers.get(group)
@@ -75,21 +68,35 @@ class ClientManageProcessor:
         return self._unlock(request)
 
     def _check_client_config(self, request: RemotingCommand) -> RemotingCommand:
-        sub = _json(request).get("subscriptionData") or {}
-        kind = str(sub.get("expressionType") or "TAG").upper()
-        if kind == "TAG":
+        """A consumer's subscription before it starts: SQL92 needs enablePropertyFilter and an
+        expression that compiles (SUBSCRIPTION_PARSE_FAILED naming it otherwise)."""
+        try:
+            data = _json(request)
+        except ValueError as exc:
+            return request.reply(ResponseCode.SYSTEM_ERROR, f"the body is not JSON: {exc}")
+        sub = data.get("subscriptionData")
+        if not isinstance(sub, dict):
             return request.reply(ResponseCode.SUCCESS)
-        if kind != "SQL92" or not self.config.enable_property_filter:
+        kind = str(sub.get("expressionType") or "TAG")
+        if kind.upper() == "TAG":
+            return request.reply(ResponseCode.SUCCESS)
+        if not self.config.enable_property_filter:
             return request.reply(
                 ResponseCode.SYSTEM_ERROR,
                 f"The broker does not support consumer to filter message by {kind}",
             )
+        if kind.upper() != "SQL92":
+            # RocketMQ's FilterFactory has no such filter and the lookup throws.
+            return request.reply(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"unknown expression type {kind}"
+            )
+        expression = str(sub.get("subString") or "")
         try:
-            compile_sql(str(sub.get("subString") or ""))
+            compile_sql(expression)
         except SqlFilterError as exc:
             return request.reply(
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                f"Parse the consumer's subscription[{sub.get('subString')}] failed: {exc}",
+                f"Parse the consumer's subscription[{expression}] failed: {exc}",
             )
         return request.reply(ResponseCode.SUCCESS)
 

@@ -6,7 +6,7 @@ import functools
 import ipaddress
 import random
 import struct
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from sidewinder.broker.config import PERM_WRITE, BrokerConfig
@@ -84,8 +84,11 @@ class SendProcessor:
         topics: TopicTable,
         groups: SubscriptionGroups,
         max_delay_level: int = 0,
+        topics_changed: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.max_delay_level = max_delay_level
+        # Persist topics and tell the name servers, returning once they know (the app's).
+        self.topics_changed = topics_changed or _nothing_to_tell
         self.config = config
         self.store = store
         self.topics = topics
@@ -211,10 +214,6 @@ class SendProcessor:
     def born_host(self, address: str) -> Host:
         return host_of(address) if address != "?" else self.store_host
 
-    async def topics_changed(self) -> None:
-        """Replaced by the app: persist topics and tell the name servers, returning once the
-        name servers know."""
-
     def _dead_letter_at_max(
         self, request: RemotingCommand, header: SendMessageRequestHeader
     ) -> str | RemotingCommand | None:
@@ -312,3 +311,7 @@ class SendProcessor:
             f"the broker's disk is full, messages are put to the slave, message store has been "
             f"shut down, etc. ({remark})"
         )
+
+
+async def _nothing_to_tell() -> None:
+    """topics_changed for a processor with no app around it (tests)."""

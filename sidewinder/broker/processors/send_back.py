@@ -4,6 +4,7 @@ a growing delay, or to %DLQ%group once it has been retried maxReconsumeTimes."""
 from __future__ import annotations
 
 import random
+from collections.abc import Awaitable, Callable
 
 from sidewinder.broker.config import PERM_WRITE, BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
@@ -26,16 +27,16 @@ class SendBackProcessor:
         topics: TopicTable,
         groups: SubscriptionGroups,
         max_delay_level: int,
+        *,
+        topics_changed: Callable[[], Awaitable[None]],
     ) -> None:
         self.config = config
         self.store = store
         self.topics = topics
         self.groups = groups
         self.max_delay_level = max_delay_level
-
-    async def topics_changed(self) -> None:
-        """Replaced by the app: persist topics and tell the name servers (awaited, as a send
-        that creates a topic is)."""
+        # Persist topics and tell the name servers (awaited, as a send that makes a topic is).
+        self.topics_changed = topics_changed
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = ConsumerSendMsgBackRequestHeader.from_ext(request.ext_fields)

@@ -1,0 +1,87 @@
+"""Topic admin: UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215),
+GET_ALL_TOPIC_CONFIG (21), GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305), QUERY_TOPIC_CONSUME_BY_WHO
+(300).
+
+    topics = TopicAdmin(config, store, topic_table, offsets, clients, metadata_saved=app.saved)
+    reply = await topics.create_topic(ctx, request)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from sidewinder.broker.clients import Clients
+from sidewinder.broker.config import BrokerConfig
+from sidewinder.broker.offsets import ConsumerOffsets
+from sidewinder.broker.processors.replies import json_reply
+from sidewinder.broker.topics import TopicConfig, TopicTable, system_topics, topic_name_problem
+from sidewinder.protocol.codes import ResponseCode
+from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.errors import SidewinderError
+from sidewinder.protocol.headers import CreateTopicRequestHeader, TopicHeader
+from sidewinder.remoting.dispatch import RequestContext
+from sidewinder.store.message_store import MessageStore
+
+
+class TopicAdmin:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MessageStore,
+        topics: TopicTable,
+        offsets: ConsumerOffsets,
+        clients: Clients,
+        *,
+        metadata_saved: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.offsets = offsets
+        self.clients = clients
+        # Persist and re-register before answering, as RocketMQ registers a new topic first.
+        self.metadata_saved = metadata_saved
+
+    async def create_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = CreateTopicRequestHeader.from_ext(request.ext_fields)
+        problem = topic_name_problem(header.topic)
+        if problem:
+            raise SidewinderError(problem)
+        if header.topic == self.config.broker_cluster_name:
+            raise SidewinderError(
+                f"the topic[{header.topic}] is conflict with system reserved words."
+            )
+        self.topics.upsert(
+            TopicConfig(
+                header.topic,
+                header.read_queue_nums,
+                header.write_queue_nums,
+                header.perm,
+                header.topic_filter_type,
+                header.topic_sys_flag or 0,
+                header.order,
+            )
+        )
+        await self.metadata_saved()
+        return request.reply(ResponseCode.SUCCESS)
+
+    async def delete_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        topic = TopicHeader.from_ext(request.ext_fields).topic
+        self.topics.delete(topic)
+        self.offsets.remove_topic(topic)
+        await self.store.delete_topic(topic)
+        await self.metadata_saved()
+        return request.reply(ResponseCode.SUCCESS)
+
+    async def all_topics(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        return json_reply(request, self.topics.to_json())
+
+    async def system_topics(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """What exportMetadata leaves out (with %RETRY% and %DLQ% topics, which it drops
+        itself): the fixed system topics and the ones this broker's names make."""
+        return json_reply(request, {"topicList": sorted(system_topics(self.config))})
+
+    async def consumed_by(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        topic = TopicHeader.from_ext(request.ext_fields).topic
+        groups = set(self.clients.groups_of_topic(topic)) | self.offsets.groups_of_topic(topic)
+        return json_reply(request, {"groupList": sorted(groups)})
