@@ -18,6 +18,7 @@ from sidewinder.broker.long_polling import PullHolds
 from sidewinder.broker.metrics import BrokerMetrics, BrokerSources
 from sidewinder.broker.offsets import ConsumerOffsets
 from sidewinder.broker.processors.admin import AdminProcessor
+from sidewinder.broker.processors.client_calls import ClientCallsProcessor
 from sidewinder.broker.processors.clients import ClientManageProcessor
 from sidewinder.broker.processors.end_transaction import EndTransactionProcessor
 from sidewinder.broker.processors.offsets import OffsetProcessor
@@ -125,6 +126,9 @@ class BrokerApp:
             admin=admin,
             reply=ReplyProcessor(
                 config, self.store, self.topics, self.clients, self._topic_created
+            ),
+            client_calls=ClientCallsProcessor(
+                config, self.store, self.topics, self.offsets, self.clients
             ),
         )
         self.metrics = self._metrics_server(table)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.processors.admin import AdminProcessor
+from sidewinder.broker.processors.client_calls import CLIENT_CALL_CODES, ClientCallsProcessor
 from sidewinder.broker.processors.clients import ClientManageProcessor
 from sidewinder.broker.processors.end_transaction import EndTransactionProcessor
 from sidewinder.broker.processors.offsets import OffsetProcessor
@@ -29,6 +30,7 @@ def build_routes(
     offsets: OffsetProcessor,
     admin: AdminProcessor,
     reply: ReplyProcessor,
+    client_calls: ClientCallsProcessor | None = None,
 ) -> ProcessorTable:
     fast_failure = config.broker_fast_failure_enable
     table = ProcessorTable(default=admin)
@@ -96,4 +98,6 @@ def build_routes(
         R.GET_MIN_OFFSET,
         R.GET_EARLIEST_MSG_STORETIME,
     )
+    if client_calls is not None:
+        table.register(client_calls, *CLIENT_CALL_CODES)
     return table
