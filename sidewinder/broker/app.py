@@ -23,6 +23,7 @@ from sidewinder.broker.processors.admin_groups import GroupAdmin
 from sidewinder.broker.processors.admin_maintenance import Maintenance
 from sidewinder.broker.processors.admin_stats import StatsAdmin
 from sidewinder.broker.processors.admin_topics import TopicAdmin
+from sidewinder.broker.processors.client_calls import ClientCallsProcessor
 from sidewinder.broker.processors.clients import ClientManageProcessor
 from sidewinder.broker.processors.end_transaction import EndTransactionProcessor
 from sidewinder.broker.processors.offsets import OffsetProcessor
@@ -159,6 +160,9 @@ class BrokerApp:
             admin=admin,
             reply=ReplyProcessor(
                 config, self.store, self.topics, self.clients, self._topic_created
+            ),
+            client_calls=ClientCallsProcessor(
+                config, self.store, self.topics, self.offsets, self.clients
             ),
         )
         self.metrics = self._metrics_server(table)

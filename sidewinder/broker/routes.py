@@ -14,6 +14,7 @@ from sidewinder.broker.processors.admin_groups import GroupAdmin
 from sidewinder.broker.processors.admin_maintenance import Maintenance
 from sidewinder.broker.processors.admin_stats import StatsAdmin
 from sidewinder.broker.processors.admin_topics import TopicAdmin
+from sidewinder.broker.processors.client_calls import ClientCallsProcessor
 from sidewinder.broker.processors.clients import ClientManageProcessor
 from sidewinder.broker.processors.end_transaction import EndTransactionProcessor
 from sidewinder.broker.processors.offsets import OffsetProcessor
@@ -80,6 +81,7 @@ def build_routes(
     offsets: OffsetProcessor,
     admin: AdminHandlers,
     reply: ReplyProcessor,
+    client_calls: ClientCallsProcessor,
 ) -> ProcessorTable:
     fast_failure = config.broker_fast_failure_enable
     table = ProcessorTable(default=NotSupported())
@@ -149,4 +151,12 @@ def build_routes(
     )
     handlers = admin_codes(admin)
     table.register(ByCode(handlers), *handlers)
+    # mqadmin's calls the broker forwards to a client (Broker2Client).
+    table.register(
+        client_calls,
+        R.INVOKE_BROKER_TO_RESET_OFFSET,
+        R.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+        R.GET_CONSUMER_RUNNING_INFO,
+        R.CONSUME_MESSAGE_DIRECTLY,
+    )
     return table

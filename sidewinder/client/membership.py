@@ -116,9 +116,12 @@ class GroupMember:
         self.subscriptions: dict[str, Subscription] = {}
         # Set when the group or the subscriptions change: `maintain` rebalances at once.
         self.changed = asyncio.Event()
-        table = ProcessorTable()
-        table.register(_NotifyProcessor(self.changed.set), RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)
-        self.remoting = RemotingClient(table)
+        # The consumer registers its own answers here too (client_calls.py).
+        self.table = ProcessorTable()
+        self.table.register(
+            _NotifyProcessor(self.changed.set), RequestCode.NOTIFY_CONSUMER_IDS_CHANGED
+        )
+        self.remoting = RemotingClient(self.table)
         self.routes = RouteCache(self.remoting, [a for a in namesrv_addr.split(";") if a])
         self._brokers: set[str] = set()  # every broker we heartbeated: told when we leave
         self._heard_by: set[str] = set()  # the ones that took the last heartbeat

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import structlog
 
+from sidewinder.client.client_calls import CONSUMER_CALL_CODES, ConsumerCalls
 from sidewinder.client.membership import (
     BROADCASTING,
     CLUSTERING,
@@ -78,6 +79,8 @@ class _ProcessQueue:
     in_flight: dict[int, ReceivedMessage] = field(default_factory=dict)
     dropped: bool = False
     task: asyncio.Task[None] | None = None
+    last_pull_ms: int = 0  # for GET_CONSUMER_RUNNING_INFO, as Java's ProcessQueue keeps them
+    last_consume_ms: int = 0
 
     def consumed_up_to(self) -> int:
         """The offset to commit: the lowest still in flight, else where the next pull starts."""
@@ -139,6 +142,7 @@ class PushConsumer:
         self._slots: asyncio.Semaphore | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._running = False
+        self.member.table.register(ConsumerCalls(self), *CONSUMER_CALL_CODES)
 
     @property
     def client_id(self) -> str:
@@ -286,6 +290,7 @@ class PushConsumer:
                 continue
             if pq.dropped:
                 return
+            pq.last_pull_ms = int(time.time() * 1000)
             if result.stale_subscription:
                 await self.member.heartbeat()
                 await asyncio.sleep(0.05)
@@ -316,6 +321,7 @@ class PushConsumer:
             except Exception as exc:
                 log.warning("client.listener_failed", group=self.group, error=repr(exc))
                 status = ConsumeStatus.RECONSUME_LATER
+            pq.last_consume_ms = int(time.time() * 1000)
         if status is ConsumeStatus.RECONSUME_LATER and self.member.message_model == CLUSTERING:
             retry_locally = [m for m in messages if not await self._send_back(m)]
             if retry_locally:
@@ -350,3 +356,53 @@ class PushConsumer:
             log.warning("client.send_back_failed", msg_id=message.msg_id, error=str(exc))
             return False
         return True
+
+    # -- answers to the broker's calls (client_calls.py) ------------------------------------------
+    def offset_table(self, topic: str) -> dict[MessageQueue, int]:
+        """What this member has consumed of `topic`'s queues (Java's cloneOffsetTable)."""
+        return {
+            q: pq.consumed_up_to()
+            for q, pq in self.process_queues.items()
+            if q.topic == topic and pq.next_offset >= 0
+        }
+
+    async def reset_offsets(self, offsets: dict[MessageQueue, int]) -> None:
+        """Move these queues to new offsets (an admin's resetOffsetByTime): drop them with what
+        they hold, store the offsets, then rebalance, which takes them again from there."""
+        if not offsets:
+            return
+        for queue in offsets:
+            pq = self.process_queues.pop(queue, None)
+            if pq is not None:
+                pq.dropped = True
+                pq.in_flight.clear()
+                if pq.task is not None:
+                    pq.task.cancel()
+        await self.offsets.persist(offsets)
+        self.member.changed.set()
+
+    async def consume_directly(self, message: ReceivedMessage) -> dict[str, object]:
+        """Run the listener on one message for CONSUME_MESSAGE_DIRECTLY; the outcome as
+        ConsumeMessageDirectlyResult (nothing is sent back or committed)."""
+        assert self.listener is not None
+        started = time.monotonic()
+        remark = None
+        try:
+            if inspect.iscoroutinefunction(self.listener):
+                status = await self.listener([message])
+            else:
+                loop = asyncio.get_running_loop()
+                status = await loop.run_in_executor(self._executor, self.listener, [message])
+            if status is None or status is ConsumeStatus.SUCCESS:
+                result = "CR_SUCCESS"
+            else:
+                result = "CR_LATER"
+        except Exception as exc:
+            result, remark = "CR_THROW_EXCEPTION", repr(exc)
+        return {
+            "autoCommit": True,
+            "consumeResult": result,
+            "order": False,
+            "remark": remark,
+            "spentTimeMills": int((time.monotonic() - started) * 1000),
+        }

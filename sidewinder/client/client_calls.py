@@ -1,0 +1,201 @@
+"""What a push consumer answers when a broker calls it for mqadmin, as the Java client's
+ClientRemotingProcessor does: RESET_CONSUMER_CLIENT_OFFSET (220, oneway: drop the queues,
+store the new offsets, rebalance), GET_CONSUMER_STATUS_FROM_CLIENT (221: its offsets),
+GET_CONSUMER_RUNNING_INFO (307: ConsumerRunningInfo) and CONSUME_MESSAGE_DIRECTLY (309: run the
+listener on one message and say how it went).
+
+    consumer.member.table.register(ConsumerCalls(consumer), *CONSUMER_CALL_CODES)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+import time
+import traceback
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from sidewinder.client.membership import CONSUME_FROM
+from sidewinder.client.pulling import ReceivedMessage
+from sidewinder.client.route_cache import MessageQueue
+from sidewinder.protocol import body
+from sidewinder.protocol.client_calls import (
+    ConsumeMessageDirectlyRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
+    QueueKey,
+    ResetOffsetRequestHeader,
+    consumer_status_body,
+    parse_offset_table,
+)
+from sidewinder.protocol.codes import RequestCode, ResponseCode
+from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.record import MessageRecord, decode_record
+from sidewinder.remoting.dispatch import RequestContext
+
+if TYPE_CHECKING:
+    from sidewinder.client.push_consumer import PushConsumer
+
+log = structlog.get_logger(__name__)
+
+CONSUMER_CALL_CODES = (
+    RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+    RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT,
+    RequestCode.GET_CONSUMER_RUNNING_INFO,
+    RequestCode.CONSUME_MESSAGE_DIRECTLY,
+)
+CLIENT_VERSION_DESC = "V4_9_8"  # what our heartbeats' version number stands for
+
+
+def _key(queue: MessageQueue) -> QueueKey:
+    return QueueKey(queue.topic, queue.broker_name, queue.queue_id)
+
+
+class ConsumerCalls:
+    def __init__(self, consumer: PushConsumer) -> None:
+        self.consumer = consumer
+        self.started_ms = int(time.time() * 1000)
+
+    async def process(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand | None:
+        code = request.code
+        if code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
+            await self._reset_offset(request)
+            return None  # the broker sends it oneway; Java answers nothing either
+        if code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:
+            return self._status(request)
+        if code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+            return self._running_info(request)
+        return await self._consume_directly(request)
+
+    # -- 220 --------------------------------------------------------------------------------------
+    async def _reset_offset(self, request: RemotingCommand) -> None:
+        header = ResetOffsetRequestHeader.from_ext(request.ext_fields)
+        if header.group != self.consumer.group:
+            log.info("client.reset_offset_other_group", group=header.group)
+            return
+        table = parse_offset_table(request.body_bytes)
+        offsets = {
+            queue: table[_key(queue)]
+            for queue in self.consumer.process_queues
+            if queue.topic == header.topic and _key(queue) in table
+        }
+        log.info("client.reset_offset", group=header.group, topic=header.topic, queues=len(offsets))
+        await self.consumer.reset_offsets(offsets)
+
+    # -- 221 --------------------------------------------------------------------------------------
+    def _status(self, request: RemotingCommand) -> RemotingCommand:
+        header = GetConsumerStatusRequestHeader.from_ext(request.ext_fields)
+        table: dict[QueueKey, int] = {}
+        if header.group == self.consumer.group:
+            table = {_key(q): o for q, o in self.consumer.offset_table(header.topic).items()}
+        return request.reply(ResponseCode.SUCCESS, body=consumer_status_body(queue_table=table))
+
+    # -- 307 --------------------------------------------------------------------------------------
+    def _running_info(self, request: RemotingCommand) -> RemotingCommand:
+        header = GetConsumerRunningInfoRequestHeader.from_ext(request.ext_fields)
+        if header.consumer_group != self.consumer.group:
+            return request.reply(
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer Group <{header.consumer_group}> not exist in this consumer",
+            )
+        info = self.running_info(jstack=bool(header.jstack_enable))
+        return request.reply(ResponseCode.SUCCESS, body=body.dumps(info).encode())
+
+    def running_info(self, *, jstack: bool = False) -> dict[str, Any]:
+        """ConsumerRunningInfo as DefaultMQPushConsumerImpl and MQClientInstance fill it."""
+        consumer = self.consumer
+        member = consumer.member
+        properties = {
+            "consumerGroup": consumer.group,
+            "messageModel": member.message_model,
+            "consumeFromWhere": CONSUME_FROM.get(member.consume_from, member.consume_from),
+            "consumeThreadMin": str(consumer.consume_concurrency),
+            "consumeThreadMax": str(consumer.consume_concurrency),
+            "consumeMessageBatchMaxSize": str(consumer.batch_size),
+            "pullBatchSize": str(consumer.pull_batch_size),
+            "pullThresholdForQueue": str(consumer.pull_threshold_per_queue),
+            "maxReconsumeTimes": str(consumer.max_reconsume_times),
+            "persistConsumerOffsetInterval": str(int(consumer.persist_interval_s * 1000)),
+            "heartbeatBrokerInterval": str(int(consumer.heartbeat_interval_s * 1000)),
+            "instanceName": member.client_id.split("@", 1)[-1],
+            "PROP_NAMESERVER_ADDR": "".join(f"{a};" for a in member.routes.namesrv_addrs),
+            "PROP_CONSUME_TYPE": member.consume_type,
+            "PROP_CLIENT_VERSION": CLIENT_VERSION_DESC,
+            "PROP_CONSUMEORDERLY": "false",
+            "PROP_THREADPOOL_CORE_SIZE": str(consumer.consume_concurrency),
+            "PROP_CONSUMER_START_TIMESTAMP": str(self.started_ms),
+        }
+        mq_table = {}
+        for queue, pq in sorted(consumer.process_queues.items()):
+            cached = sorted(pq.in_flight)
+            mq_table[_key(queue).object_key()] = {
+                "cachedMsgCount": len(cached),
+                "cachedMsgMaxOffset": cached[-1] if cached else 0,
+                "cachedMsgMinOffset": cached[0] if cached else 0,
+                "cachedMsgSizeInMiB": sum(len(m.body) for m in pq.in_flight.values()) >> 20,
+                "commitOffset": max(pq.consumed_up_to(), 0),
+                "droped": pq.dropped,
+                "lastConsumeTimestamp": pq.last_consume_ms,
+                "lastLockTimestamp": 0,
+                "lastPullTimestamp": pq.last_pull_ms,
+                "locked": False,
+                "transactionMsgCount": 0,
+                "transactionMsgMaxOffset": 0,
+                "transactionMsgMinOffset": 0,
+                "tryUnlockTimes": 0,
+            }
+        zero = {
+            "consumeFailedMsgs": 0,
+            "consumeFailedTPS": 0.0,
+            "consumeOKTPS": 0.0,
+            "consumeRT": 0.0,
+            "pullRT": 0.0,
+            "pullTPS": 0.0,
+        }
+        info: dict[str, Any] = {
+            "mqTable": mq_table,
+            "properties": properties,
+            "statusTable": {topic: dict(zero) for topic in sorted(member.subscriptions)},
+            "subscriptionSet": [s.to_json() for _, s in sorted(member.subscriptions.items())],
+        }
+        if jstack:
+            info["jstack"] = _thread_stacks()
+        return info
+
+    # -- 309 --------------------------------------------------------------------------------------
+    async def _consume_directly(self, request: RemotingCommand) -> RemotingCommand:
+        header = ConsumeMessageDirectlyRequestHeader.from_ext(request.ext_fields)
+        if header.consumer_group != self.consumer.group:
+            return request.reply(
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer Group <{header.consumer_group}> not exist in this consumer",
+            )
+        record = decode_record(request.body_bytes, 0) if request.body else None
+        if not isinstance(record, MessageRecord):
+            return request.reply(ResponseCode.SYSTEM_ERROR, "the body is not a stored message")
+        queue = MessageQueue(record.topic, header.broker_name or "", record.queue_id)
+        message = ReceivedMessage.of(queue, record)
+        result = await self.consumer.consume_directly(message)
+        return request.reply(ResponseCode.SUCCESS, body=body.dumps(result).encode())
+
+
+def _thread_stacks() -> str:
+    """Every thread's stack (the Java client sends its jstack here), and the loop's tasks."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    parts = []
+    for ident, frame in sys._current_frames().items():
+        parts.append(f'"{names.get(ident, ident)}"\n{"".join(traceback.format_stack(frame))}')
+    try:
+        tasks = asyncio.all_tasks()
+    except RuntimeError:
+        tasks = set()
+    for task in tasks:
+        frames = task.get_stack()
+        where = "".join(traceback.format_stack(frames[-1])) if frames else ""
+        parts.append(f'"task {task.get_name()}"\n{where}')
+    return "\n".join(parts)
