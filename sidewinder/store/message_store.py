@@ -32,7 +32,7 @@ from sidewinder.store.checkpoint import StoreCheckpoint
 from sidewinder.store.cleanup import Cleanup
 from sidewinder.store.commit_log import AppendResult, AppendStatus, CommitLog
 from sidewinder.store.config import BrokerRole, FlushDiskType, StoreConfig
-from sidewinder.store.consume_queue import CQ_ENTRY_SIZE, ConsumeQueueTable
+from sidewinder.store.consume_queue import CQ_ENTRY_SIZE, ConsumeQueueTable, CQEntry
 from sidewinder.store.disk_space import ALLOCATION_RETRY_S, DiskSpace
 from sidewinder.store.dispatchers import parse_delay_levels, store_dispatchers
 from sidewinder.store.flush import FlushError, GroupCommit, PeriodicFlush, SyncPlan
@@ -707,6 +707,11 @@ class MessageStore:
             if len(found) >= max_count:
                 break
         return found
+
+    def queue_entry(self, topic: str, queue_id: int, queue_offset: int) -> CQEntry | None:
+        """One ConsumeQueue entry (where the message is, its size, its tags code)."""
+        queue = self.queues.queues.get((topic, queue_id))
+        return queue.entry(queue_offset) if queue else None
 
     def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         queue = self.queues.queues.get((topic, queue_id))
