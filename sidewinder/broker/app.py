@@ -36,6 +36,7 @@ from sidewinder.broker.pull_stats import PullStats
 from sidewinder.broker.registration import Registration
 from sidewinder.broker.routes import AdminHandlers, build_routes
 from sidewinder.broker.schedule import ScheduleService
+from sidewinder.broker.timer import TimerService, TimerSettings, snap_precision
 from sidewinder.broker.topics import TopicTable
 from sidewinder.broker.transactions import Transactions
 from sidewinder.common.metrics_server import MetricsExporterType, MetricsServer
@@ -48,6 +49,7 @@ from sidewinder.remoting.latency import RpcLatency, Timed
 from sidewinder.remoting.server import RemotingServer
 from sidewinder.store.dispatchers import parse_delay_levels
 from sidewinder.store.message_store import MessageStore
+from sidewinder.store.timer_store import TimerStore
 
 log = structlog.get_logger(__name__)
 
@@ -98,12 +100,28 @@ class BrokerApp:
         self.transactions = Transactions(config, self.store, self.topics, self.clients)
         levels = parse_delay_levels(config.store.message_delay_level)
         self.schedule = ScheduleService(self.store, config_dir, levels)
+        self.timer = TimerService(
+            self.store,
+            TimerStore(
+                config.store.store_path_root_dir,
+                precision_ms=snap_precision(config.timer_precision_ms),
+                log_file_size=config.mapped_file_size_timer_log,
+                roll_window_slots=config.timer_roll_window_slot,
+            ),
+            flush_interval_ms=config.timer_flush_interval_ms,
+        )
+        timer = TimerSettings(
+            config.timer_wheel_enable,
+            snap_precision(config.timer_precision_ms),
+            config.timer_max_delay_sec,
+        )
         send = SendProcessor(
             config,
             self.store,
             self.topics,
             self.groups,
             max(levels, default=0),
+            timer,
             topics_changed=self._topic_created,
         )
         send_back = SendBackProcessor(
@@ -195,6 +213,8 @@ class BrokerApp:
         self.transactions.load()
         self.transactions.start()
         self.schedule.start()
+        await self.timer.load()
+        self.timer.start()
         await self.server.start(host)
         await self.fast_server.start(host)
         await self.registration.register_all()
@@ -285,6 +305,7 @@ class BrokerApp:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.registration.stop(), SHUTDOWN_BUDGET_S / 2)
         await self.schedule.stop()
+        await self.timer.stop()
         await self.transactions.stop()
         self.holds.release_all()
         await asyncio.sleep(0)

@@ -88,6 +88,13 @@ class BrokerConfig(BaseModel):
     transaction_check_max: int = Field(15, ge=0)
     transaction_check_interval: int = Field(60_000, gt=0)
     slave_read_enable: bool = False
+    # RocketMQ 5's timer message keys (its MessageStoreConfig; here, as 4.9.7's store has none).
+    timer_wheel_enable: bool = True
+    timer_max_delay_sec: int = Field(3 * 86_400, gt=0)
+    timer_precision_ms: int = Field(1000, gt=0)
+    timer_roll_window_slot: int = Field(2 * 86_400, gt=0)
+    timer_flush_interval_ms: int = Field(1000, gt=0)
+    mapped_file_size_timer_log: int = Field(100 << 20, gt=0)
     # RocketMQ 5's Prometheus exporter keys: /metrics on host:port when the type is PROM
     # (a blank host is brokerIP1, as there).
     metrics_exporter_type: MetricsExporterType = MetricsExporterType.DISABLE

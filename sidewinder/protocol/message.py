@@ -45,6 +45,16 @@ class MessageConst:
     REPLY_MESSAGE_ARRIVE_TIME = "ARRIVE_TIME"
     PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
     MESSAGE_TYPE = "MSG_TYPE"
+    # RocketMQ 5's timer messages: what a producer sets (one of the first three)...
+    TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+    TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+    TIMER_DELAY_MS = "TIMER_DELAY_MS"
+    # ...and what the broker adds.
+    TIMER_OUT_MS = "TIMER_OUT_MS"
+    TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
+    TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
+    TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"
+    TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
 
 
 REPLY_MESSAGE_FLAG = "reply"  # MSG_TYPE of a reply (MixAll.REPLY_MESSAGE_FLAG)

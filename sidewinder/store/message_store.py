@@ -758,6 +758,11 @@ class MessageStore:
                 break
         return found
 
+    def queue_entry(self, topic: str, queue_id: int, queue_offset: int) -> CQEntry | None:
+        """One ConsumeQueue entry (where the message is, its size, its tags code)."""
+        queue = self.queues.queues.get((topic, queue_id))
+        return queue.entry(queue_offset) if queue else None
+
     def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         queue = self.queues.queues.get((topic, queue_id))
         return queue.min_offset if queue else 0

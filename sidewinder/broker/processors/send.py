@@ -6,6 +6,7 @@ import functools
 import ipaddress
 import random
 import struct
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
@@ -13,6 +14,13 @@ from sidewinder.broker.config import PERM_WRITE, BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.processors.send_batch import SendLane
 from sidewinder.broker.schedule import schedule_for_delay
+from sidewinder.broker.timer import (
+    TIMER_MARK,
+    TIMER_TOPIC,
+    TimerRefusal,
+    TimerSettings,
+    timer_for_send,
+)
 from sidewinder.broker.topics import RETRY_GROUP_TOPIC_PREFIX, TopicTable, topic_name_problem
 from sidewinder.broker.transactions import to_half
 from sidewinder.protocol.codes import RequestCode, ResponseCode
@@ -84,9 +92,11 @@ class SendProcessor:
         topics: TopicTable,
         groups: SubscriptionGroups,
         max_delay_level: int = 0,
+        timer: TimerSettings | None = None,
         topics_changed: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.max_delay_level = max_delay_level
+        self.timer = timer  # None: timer properties are left alone, as RocketMQ 4 does
         # Persist topics and tell the name servers, returning once they know (the app's).
         self.topics_changed = topics_changed or _nothing_to_tell
         self.config = config
@@ -141,7 +151,10 @@ class SendProcessor:
             if not entries:
                 return request.reply(ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
             messages = self._messages(header, header.topic, queue_id, entries, born)
-            result = await self.store.put_messages(messages)
+            timed = self._timed_batch(request, messages)
+            if isinstance(timed, RemotingCommand):
+                return timed
+            result = await self.store.put_messages(timed)
         else:
             known_topics = len(self.topics.topics)
             message = self._single_message(request, header, queue_id, born)
@@ -176,7 +189,10 @@ class SendProcessor:
         entry = (header.flag, request.body_bytes, (header.properties or "").encode())
         message = self._messages(header, topic, queue_id, (entry,), born)[0]
         if not _is_half(header):
-            return self._delayed_or_plain(message)
+            timed = self._timed(request, message)
+            if isinstance(timed, RemotingCommand) or timed.topic_name == TIMER_TOPIC:
+                return timed  # diverted keeps WAIT, as a delayed message does
+            return self._delayed_or_plain(timed)
         if self.config.reject_transaction_message:
             return request.reply(
                 ResponseCode.NO_PERMISSION,
@@ -235,6 +251,43 @@ class SendProcessor:
         if (header.reconsume_times or 0) < max_times:
             return None
         return self.topics.create_dlq_topic(group_name).topic_name
+
+    def _timed(
+        self, request: RemotingCommand, message: MessageToStore
+    ) -> MessageToStore | RemotingCommand:
+        """Into the timer topic when TIMER_* properties ask for a later time (RocketMQ 5's
+        handleScheduleMessage hook), or the refusal."""
+        if self.timer is None or TIMER_MARK not in message.properties:
+            return message
+        timed = timer_for_send(message, self.timer, int(time.time() * 1000))
+        if isinstance(timed, TimerRefusal):
+            return request.reply(timed.code, timed.remark)
+        return timed
+
+    def _timed_batch(
+        self, request: RemotingCommand, messages: list[MessageToStore]
+    ) -> list[MessageToStore] | RemotingCommand:
+        """A batch's messages that ask for a time, each into the timer topic with its own.
+        RocketMQ 5 reads only the batch's own properties (which a Java client leaves without
+        them) and stores the messages as they are; a batch being one topic and queue, one
+        that mixes timer messages with others is refused."""
+        if self.timer is None or not any(TIMER_MARK in m.properties for m in messages):
+            return messages
+        now_ms = int(time.time() * 1000)
+        timed = [timer_for_send(m, self.timer, now_ms, divert_due=True) for m in messages]
+        diverted = []
+        for message in timed:
+            if isinstance(message, TimerRefusal):
+                return request.reply(message.code, message.remark)
+            diverted.append(message)
+        if all(m.topic_name == TIMER_TOPIC for m in diverted):
+            return diverted
+        if any(m.topic_name == TIMER_TOPIC for m in diverted):
+            return request.reply(
+                ResponseCode.MESSAGE_ILLEGAL,
+                "a batch mixes timer messages with others; send them apart",
+            )
+        return diverted
 
     def _delayed_or_plain(self, message: MessageToStore) -> MessageToStore:
         """Into the schedule topic when DELAY asks for it; a plain message is stored without

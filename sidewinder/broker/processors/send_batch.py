@@ -340,6 +340,7 @@ class SendLane:
             or not topic.perm & PERM_WRITE
             or (queue_id >= topic.write_queue_nums and queue_id >= topic.read_queue_nums)
             or "DELAY\x01" in properties
+            or "TIMER_DEL" in properties
             or "TRAN_MSG\x01" in properties
         ):
             return None
