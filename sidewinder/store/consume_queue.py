@@ -181,6 +181,18 @@ class ConsumeQueue:
         self.max_phy_offset = phy_offset + size
         return True
 
+    def has_room(self, queue_offset: int, count: int) -> bool:
+        """Whether `count` entries from `queue_offset` follow the last one in the last file,
+        in room already allocated: `reserve` would then make no file and no syscall."""
+        files = self.files.files
+        if not files:
+            return False
+        last = files[-1]
+        if queue_offset * CQ_ENTRY_SIZE != last.file_from_offset + last.wrote_position:
+            return False
+        needed = last.wrote_position + count * CQ_ENTRY_SIZE
+        return needed <= last.size and needed <= last.allocated_to
+
     def reserve(self, queue_offset: int, count: int) -> int | None:
         """Room for `count` entries from `queue_offset` in the last file, allocated
         (DiskFullError if the disk has none): how many leading ones are there already (a

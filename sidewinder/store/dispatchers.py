@@ -84,6 +84,10 @@ class CommitLogDispatcher(Protocol):
     def write_prepared(self) -> None:
         """Write what the last `prepare` worked out: its room is there, nothing can fail."""
 
+    def fits(self, batch: DispatchBatch) -> bool:
+        """Whether `prepare` would take the batch without making a file or allocating room
+        (no blocking I/O: it may then run on the event loop)."""
+
     def dispatch(self, record: DispatchRecord) -> None:
         """One record, making files as needed; DiskFullError leaves nothing of it written."""
 
@@ -136,6 +140,16 @@ class ConsumeQueueDispatcher:
         self._prepared = prepared
         return True
 
+    def fits(self, batch: DispatchBatch) -> bool:
+        queues = self.queues.queues
+        for topic, queue_id, _, first, count, one_run, _, _ in batch.queues:
+            if not count:
+                continue
+            queue = queues.get((topic.decode("utf-8", "surrogateescape"), queue_id))
+            if queue is None or not one_run or not queue.has_room(first, count):
+                return False
+        return True
+
     def write_prepared(self) -> None:
         for queue, entries, max_phy_offset in self._prepared:
             queue.write_reserved(entries, max_phy_offset)
@@ -179,6 +193,14 @@ class IndexDispatcher:
                 return False  # the keys need the next file: build_index rolls to it
             self._prepared = (target, keys)
         return True
+
+    def fits(self, batch: DispatchBatch) -> bool:
+        keys = batch.keys
+        if not keys:
+            return True
+        if batch.start <= self.index.repeated_to():
+            return False  # a repeated dispatch: prepare trims it, the thread may take it
+        return self.index.has_room(len(keys) // KEY_ENTRY_SIZE)
 
     def write_prepared(self) -> None:
         if self._prepared is not None:

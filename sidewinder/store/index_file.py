@@ -281,6 +281,13 @@ class IndexFile:
                 self.begin_timestamp = self.end_timestamp = end_timestamp
             self._write_header()
 
+    def has_room(self, entries: int) -> bool:
+        """Whether the next `entries` keys fit, in room `reserve` already allocated."""
+        if self.max_index_num - self.index_count < entries:
+            return False
+        end = self._slots_end + (self.index_count + entries) * INDEX_ENTRY_SIZE
+        return end <= self.file.allocated_to
+
     def reserve(self, entries: int) -> None:
         """Allocate room for the next `entries` keys (DiskFullError, nothing written, if the
         disk has none). Blocking."""

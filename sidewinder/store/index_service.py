@@ -93,6 +93,13 @@ class IndexService:
         """Messages at or below this offset are indexed already (-1: none is)."""
         return self.end_phy_offset if self._indexed_anything() else -1
 
+    def has_room(self, keys: int) -> bool:
+        """Whether the next `keys` keys fit the current file in room already allocated:
+        `writable_for` would then make no file and no syscall."""
+        if not self.files or self.files[-1].is_full:
+            return False
+        return self.files[-1].has_room(keys)
+
     def writable_for(self, keys: int) -> IndexFile | None:
         """The file the next `keys` keys go to, their room allocated (DiskFullError if the
         disk has none); None when they do not all fit in it (build_index rolls, key by key)."""

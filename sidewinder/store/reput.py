@@ -74,6 +74,20 @@ class Reput:
                 break
         return grown
 
+    def dispatch_inline(self, limit: int, max_records: int = DISPATCH_BATCH) -> QueueGrowth | None:
+        """One scanned batch from `offset` up to `limit`, dispatched only if that makes no file,
+        allocates no room and needs no record-by-record reading (so that it may run on the event
+        loop: a few records cost less there than a hand-off to the dispatch thread); None, with
+        nothing written, when it would, or when there is nothing to scan."""
+        batch = self.scan(limit, max_records)
+        if batch is None or not batch.count:
+            return None
+        if not all(d.fits(batch) for d in self.dispatchers):
+            return None
+        if not all(d.prepare(batch) for d in self.dispatchers):
+            return None
+        return self._write_batch(batch)
+
     def _dispatch_batch(self, batch: DispatchBatch, limit: int) -> QueueGrowth:
         if not batch.count:
             return {}
@@ -83,6 +97,9 @@ class Reput:
             prepared = False  # record by record then, to stop at exactly the one without room
         if not prepared:
             return self._record_by_record(limit, batch.count)
+        return self._write_batch(batch)
+
+    def _write_batch(self, batch: DispatchBatch) -> QueueGrowth:
         for dispatcher in self.dispatchers:
             dispatcher.write_prepared()
         self.blocked = None

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -219,3 +220,42 @@ def test_sigkill_keeps_every_acknowledged_sync_flush_message(tmp_path: Path) -> 
 
     asyncio.run(reopen())
     verify_store(tmp_path, store_config(tmp_path))
+
+
+def test_a_few_records_are_dispatched_on_the_loop_unless_the_dispatch_thread_holds_the_files(
+    tmp_path: Path,
+) -> None:
+    """One message at a time (an unloaded producer): once its queue's file exists, the loop
+    dispatches each itself. While a job on the dispatch thread holds the queue files (a flush,
+    a cleanup), the loop leaves them to the thread, which takes them after the job."""
+
+    async def scenario() -> None:
+        store = MessageStore(store_config(tmp_path), store_host=HOST)
+        await store.start()
+        try:
+            for n in range(20):
+                await store.put_message(message("Inline", 0, n))
+                await wait_dispatched(store, "Inline", 0, n + 1)
+            assert store.inline_dispatches >= 15  # the first made the queue's file
+            held, release = threading.Event(), threading.Event()
+
+            def hold() -> None:
+                held.set()
+                release.wait(10)
+
+            job = asyncio.get_running_loop().run_in_executor(store._dispatch_executor, hold)
+            await asyncio.get_running_loop().run_in_executor(None, held.wait, 10)
+            before = store.inline_dispatches
+            await store.put_message(message("Inline", 0, 20))
+            await asyncio.sleep(0.05)
+            assert store.max_offset_in_queue("Inline", 0) == 20  # not while the job runs
+            assert store.inline_dispatches == before
+            release.set()
+            await job
+            await wait_dispatched(store, "Inline", 0, 21)
+            got = store.get_messages("Inline", 0, 0, 32)
+            assert got.status is GetStatus.FOUND and len(got.messages) == 21
+        finally:
+            await store.shutdown()
+
+    asyncio.run(scenario())

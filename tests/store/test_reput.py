@@ -18,7 +18,12 @@ from sidewinder.protocol.record import (
 from sidewinder.store.commit_log import CommitLog
 from sidewinder.store.consume_queue import ConsumeQueueTable, read_queue
 from sidewinder.store.dispatch_scan import DispatchBatch
-from sidewinder.store.dispatchers import ConsumeQueueDispatcher, DispatchRecord
+from sidewinder.store.dispatchers import (
+    ConsumeQueueDispatcher,
+    DispatchRecord,
+    store_dispatchers,
+)
+from sidewinder.store.index_service import IndexService
 from sidewinder.store.mapped_file import DiskFullError
 from sidewinder.store.reput import Reput
 
@@ -39,6 +44,9 @@ class Recorder:
         if batch.start <= self.full_at < batch.end:
             raise DiskFullError(28, "disk full: test")
         self._batch = batch
+        return True
+
+    def fits(self, batch: DispatchBatch) -> bool:
         return True
 
     def write_prepared(self) -> None:
@@ -171,3 +179,51 @@ def test_records_the_scan_leaves_to_the_reference_do_not_end_the_round(tmp_path:
     assert [e.phy_offset for e in entries] == offsets
     queues.close()
     log.close()
+
+
+def _stores(root: Path) -> tuple[ConsumeQueueTable, IndexService, Reput, CommitLog, list[int]]:
+    log, offsets = commit_log(root, 150)  # three 64 KiB segments, blank tails between
+    queues = ConsumeQueueTable(root / "consumequeue", 1000 * 20)
+    index = IndexService(root / "index", hash_slot_num=100, max_index_num=400)
+    index.load()
+    return queues, index, Reput(log, store_dispatchers(queues, index, {})), log, offsets
+
+
+@pytest.mark.usefixtures("hot_path")
+def test_the_loop_dispatches_inline_only_what_makes_no_file_and_no_room(tmp_path: Path) -> None:
+    """dispatch_inline writes what dispatch_until would, byte for byte, but leaves (None,
+    nothing written) every round that would make a queue or index file or allocate room, or
+    that starts at a segment's blank tail: those go to the dispatch thread."""
+    inline_root, thread_root = tmp_path / "inline", tmp_path / "thread"
+    queues, index, reput, log, offsets = _stores(inline_root)
+    assert reput.dispatch_inline(log.max_offset, max_records=4) is None  # no queue files yet
+    assert reput.offset == 0 and not (inline_root / "consumequeue" / "T").exists()
+    reput.dispatch_until(offsets[2], max_records=2)  # the thread makes both queues' files
+    inline = 0
+    while reput.offset < log.max_offset:
+        before = reput.offset
+        grown = reput.dispatch_inline(log.max_offset, max_records=3)
+        if grown is None:
+            assert reput.offset == before  # nothing written
+            reput.dispatch_until(log.max_offset, max_records=3)
+        else:
+            inline += 1
+            assert grown and reput.offset > before
+    assert inline > 10  # most rounds; segment tails and new index room went to the thread
+    assert index.files and index.files[-1].index_count == 151  # a key each, after a blank one
+
+    thread_queues, thread_index, thread_reput, thread_log, _ = _stores(thread_root)
+    thread_reput.dispatch_all()
+    assert thread_index.files[-1].index_count == 151
+    for part in ("consumequeue/T/0", "consumequeue/T/1", "index"):
+        ours = sorted(p for p in (inline_root / part).iterdir())
+        theirs = sorted(p for p in (thread_root / part).iterdir())
+        assert [p.name for p in ours] == [p.name for p in theirs] or part == "index"
+        if part != "index":
+            assert [p.read_bytes() for p in ours] == [p.read_bytes() for p in theirs]
+    for store in (queues, thread_queues):
+        store.close()
+    for service in (index, thread_index):
+        service.close()
+    log.close()
+    thread_log.close()
