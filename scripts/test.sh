@@ -13,4 +13,4 @@ source scripts/venv.sh test,dev,spark
 # Two workers: most of a scenario is waiting on JVMs and clients, and each target kind's
 # scenarios share one worker and its cluster (tests/conftest.py). SIDEWINDER_TEST_WORKERS=0 runs
 # everything in this process.
-exec .venv/bin/python -m pytest -n "${SIDEWINDER_TEST_WORKERS:-2}" --dist loadgroup "$@"
+exec .venv/bin/python -m pytest -n "${SIDEWINDER_TEST_WORKERS:-2}" --dist loadgroup --durations=25 "$@"
