@@ -61,8 +61,15 @@ def test_consumer_progress_after_a_group_consumed(target: ClusterTarget) -> None
     # The Java consumer commits its offsets every 5 s and (oneway, so a loaded machine can lose
     # it) as it shuts down: it lingers past one periodic commit; the table reads them back.
     consume(target, "java", topic, 40, group=group, linger=6)
-    out = mqadmin(target.namesrv_addr, "consumerProgress", "-g", group).stdout
-    rows = [line.split() for line in out.splitlines() if line.startswith(topic)]
+    # The last commit may still be on its way (oneway) as the consumer's JVM exits: read the
+    # table until it shows every offset, for a few seconds.
+    deadline = time.monotonic() + 10
+    while True:
+        out = mqadmin(target.namesrv_addr, "consumerProgress", "-g", group).stdout
+        rows = [line.split() for line in out.splitlines() if line.startswith(topic)]
+        if (len(rows) == 4 and all(r[3] == r[4] for r in rows)) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     assert len(rows) == 4, out
     # columns: topic, broker, queue, broker offset, consumer offset, client ip, diff, last time
     assert sum(int(r[3]) for r in rows) == 40
