@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from sidewinder.common.fileio import write_atomic
+
 
 def parse_properties(text: str, *, source: str = "<string>") -> dict[str, str]:
     """`key=value` or `key = value` per line; `#` and `!` start comments; later keys win.
@@ -44,3 +46,13 @@ def update_properties_text(text: str, values: Mapping[str, str]) -> str:
             lines.append(raw)
     lines += [f"{key}={value}" for key, value in pending.items()]
     return "\n".join(lines) + "\n"
+
+
+def update_properties_file(path: Path, values: Mapping[str, str]) -> None:
+    """Set `values` in the properties file at `path` (made if missing), its other lines kept,
+    written atomically. Blocking."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    write_atomic(path, update_properties_text(text, values))

@@ -5,14 +5,12 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
-from pathlib import Path
 from typing import Any
 
 import structlog
 
 from sidewinder.common.config import ConfigError
-from sidewinder.common.fileio import write_atomic
-from sidewinder.common.properties import parse_properties, update_properties_text
+from sidewinder.common.properties import parse_properties, update_properties_file
 from sidewinder.namesrv.config import NamesrvConfig, apply_namesrv_update
 from sidewinder.namesrv.kv_config import KVConfig
 from sidewinder.namesrv.route_table import RouteTable
@@ -231,17 +229,11 @@ class NamesrvConfigProcessor:
             return request.reply(ResponseCode.SYSTEM_ERROR, str(exc))
         if known:
             path = self.config.config_store_path
-            await asyncio.get_running_loop().run_in_executor(None, _persist, path, known)
+            await asyncio.get_running_loop().run_in_executor(
+                None, update_properties_file, path, known
+            )
         log.info("namesrv.config_updated", remote=ctx.remote_address, keys=sorted(known))
         return request.reply(ResponseCode.SUCCESS)
-
-
-def _persist(path: Path, values: dict[str, str]) -> None:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = ""
-    write_atomic(path, update_properties_text(text, values))
 
 
 def _json_reply(request: RemotingCommand, value: Any) -> RemotingCommand:

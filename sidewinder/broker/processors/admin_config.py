@@ -24,8 +24,7 @@ from sidewinder.broker.config import (
     black_listed,
 )
 from sidewinder.broker.metadata import DataVersion
-from sidewinder.common.fileio import write_atomic
-from sidewinder.common.properties import parse_properties, update_properties_text
+from sidewinder.common.properties import parse_properties, update_properties_file
 from sidewinder.protocol import body
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
@@ -67,7 +66,9 @@ class BrokerConfigAdmin:
                 raise SidewinderError(str(exc)) from None
             self.data_version.bump()
             if known:
-                await asyncio.get_running_loop().run_in_executor(None, self._persist, known)
+                await asyncio.get_running_loop().run_in_executor(
+                    None, update_properties_file, self.conf_path, known
+                )
         ignored = sorted(set(values) - set(known))
         log.info(
             "broker.config_updated",
@@ -80,14 +81,6 @@ class BrokerConfigAdmin:
             # Name servers learn the new permission at once, as RocketMQ re-registers.
             await self.permission_changed()
         return request.reply(ResponseCode.SUCCESS)
-
-    def _persist(self, values: dict[str, str]) -> None:
-        """Blocking."""
-        try:
-            text = self.conf_path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            text = ""
-        write_atomic(self.conf_path, update_properties_text(text, values))
 
     async def get(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         text = "".join(f"{k}={v}\n" for k, v in self.config.as_properties().items())
