@@ -150,7 +150,7 @@ class BrokerMetrics(Collector):
         for topic, puts in self.sources.store.stats.topics.items():
             if _is_retry_or_dlq(topic):
                 continue  # as RocketMQ: retries and dead letters are not incoming messages
-            system = _bool(is_system_topic(topic))
+            system = _bool(is_system_topic(topic, self.config))
             values = [*self.base.values(), topic, _message_type(topic), system]
             messages.add_metric(values, puts.messages)
             size.add_metric(values, puts.size)
@@ -164,7 +164,7 @@ class BrokerMetrics(Collector):
         for (topic, group), (count, total) in self.sources.pulls.out.items():
             if _is_retry_or_dlq(topic):
                 continue
-            system = is_system_topic(topic) or _is_system_group(group)
+            system = is_system_topic(topic, self.config) or _is_system_group(group)
             values = [*self.base.values(), topic, group, _bool(system)]
             messages.add_metric(values, count)
             size.add_metric(values, total)
@@ -324,6 +324,7 @@ class _ConsumerProgress:
     def __init__(self, base: dict[str, str], sources: BrokerSources) -> None:
         self.base = base
         self.sources = sources
+        self.config = sources.topics.config
 
     def metrics(self) -> Iterator[GaugeMetricFamily]:
         labels = [*self.base, "topic", "consumer_group", "is_retry", "is_system"]
@@ -331,7 +332,7 @@ class _ConsumerProgress:
         now_ms = int(time.time() * 1000)
         for group, topic, queues in self._subscriptions():
             values = self._progress(group, topic, queues, now_ms)
-            system = _bool(is_system_topic(topic) or _is_system_group(group))
+            system = _bool(is_system_topic(topic, self.config) or _is_system_group(group))
             label_values = [*self.base.values(), topic, group, "false", system]
             for family, value in zip(families, values, strict=True):
                 family.add_metric(label_values, value)

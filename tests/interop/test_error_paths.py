@@ -186,3 +186,17 @@ def test_a_read_only_broker_takes_sends_to_a_plain_topic(
         mqadmin(target.namesrv_addr, "updateBrokerConfig", *args, "-v", "6")
     assert reply.code == ResponseCode.SUCCESS, reply.remark
     assert (reply.ext_fields or {})["queueOffset"] == "0"
+
+
+@pytest.mark.parametrize("command", ["updateTopic", "deleteTopic"])
+def test_the_reply_topic_is_a_system_topic(target: ClusterTarget, command: str) -> None:
+    """<cluster>_REPLY_TOPIC joins TopicValidator's system topics when the broker makes it: a
+    broker refuses to create or delete it, as it does TBW102 or its own name."""
+    for topic in (f"{target.cluster_name}_REPLY_TOPIC", "TBW102", target.broker_name):
+        out = mqadmin(
+            target.namesrv_addr, command, "-c", target.cluster_name, "-t", topic, check=False
+        ).output
+        assert "CODE: 1 " in out, out
+        assert f"The topic[{topic}] is conflict with system topic." in out, out
+    listed = mqadmin(target.namesrv_addr, "topicList").output.split()
+    assert f"{target.cluster_name}_REPLY_TOPIC" in listed
