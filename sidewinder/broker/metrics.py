@@ -6,16 +6,16 @@ broker's own tables and the store's counters at scrape time.
 
 Nothing here runs on the send path: puts are counted by the store per put or per received
 chunk (`StoreStats.topics`), pulls by the pull processor per pull (`PullStats`), requests
-through `process` by `remoting.latency.Timed`; every gauge is worked out when scraped (on the
-event loop, which owns every table read here).
+through `process` by `remoting.latency.Timed` (the send lane's by the lane, per chunk); every
+gauge is worked out when scraped (on the event loop, which owns every table read here).
 
 Where ours differ from RocketMQ 5.1's: a delayed or half (transactional) message counts in
 rocketmq_messages_in_total under the system topic that holds it until it is due or committed
 (SCHEDULE_TOPIC_XXXX with message_type delay, RMQ_SYS_TRANS_HALF_TOPIC with transaction), then
 under its own topic; rocketmq_message_size has one observation per message, at the average
 size of the put (or received chunk) that stored it; `version` labels carry the client's version
-number; the send lane's requests (plain sends, read straight from their frames) are not in
-rocketmq_rpc_latency.
+number; the send lane's requests (plain sends served a received chunk at a time) are in
+rocketmq_rpc_latency with their chunk's time, from its arrival to its replies.
 """
 
 from __future__ import annotations
