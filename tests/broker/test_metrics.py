@@ -75,11 +75,12 @@ def test_broker_metrics_follow_sends_pulls_and_commits(tmp_path: Path) -> None:
             assert scraped.value("rocketmq_message_size_count", **topic) == 8
             assert scraped.value("rocketmq_message_size_sum", **topic) == size
             assert scraped.value("rocketmq_message_size_bucket", le="1024.0", **topic) == 8
-            # (Our Python producer sends no heartbeats: a Java one's producer heartbeat.)
+            # Our Python producer's heartbeats, and a Java one's, counted by language.
             java = SyncRemotingClient()
             _producer_heartbeat(java, cluster.broker_addr)
             scraped = scrape(port)
             assert scraped.value("rocketmq_producer_connections", language="java") == 1
+            assert scraped.value("rocketmq_producer_connections", language="python") == 1
             java.close()
 
             consumer = PullConsumer(GROUP, cluster.namesrv_addr, auto_commit_interval_s=None)
