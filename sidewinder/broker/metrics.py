@@ -6,16 +6,16 @@ broker's own tables and the store's counters at scrape time.
 
 Nothing here runs on the send path: puts are counted by the store per put or per received
 chunk (`StoreStats.topics`), pulls by the pull processor per pull (`PullStats`), requests
-through `process` by `remoting.latency.Timed`; every gauge is worked out when scraped (on the
-event loop, which owns every table read here).
+through `process` by `remoting.latency.Timed` (the send lane's by the lane, per chunk); every
+gauge is worked out when scraped (on the event loop, which owns every table read here).
 
 Where ours differ from RocketMQ 5.1's: a delayed or half (transactional) message counts in
 rocketmq_messages_in_total under the system topic that holds it until it is due or committed
 (SCHEDULE_TOPIC_XXXX with message_type delay, RMQ_SYS_TRANS_HALF_TOPIC with transaction), then
 under its own topic; rocketmq_message_size has one observation per message, at the average
 size of the put (or received chunk) that stored it; `version` labels carry the client's version
-number; the send lane's requests (plain sends, read straight from their frames) are not in
-rocketmq_rpc_latency.
+number; the send lane's requests (plain sends served a received chunk at a time) are in
+rocketmq_rpc_latency with their chunk's time, from its arrival to its replies.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ class BrokerMetrics(Collector):
         for topic, puts in self.sources.store.stats.topics.items():
             if _is_retry_or_dlq(topic):
                 continue  # as RocketMQ: retries and dead letters are not incoming messages
-            system = _bool(is_system_topic(topic))
+            system = _bool(is_system_topic(topic, self.config))
             values = [*self.base.values(), topic, _message_type(topic), system]
             messages.add_metric(values, puts.messages)
             size.add_metric(values, puts.size)
@@ -164,7 +164,7 @@ class BrokerMetrics(Collector):
         for (topic, group), (count, total) in self.sources.pulls.out.items():
             if _is_retry_or_dlq(topic):
                 continue
-            system = is_system_topic(topic) or _is_system_group(group)
+            system = is_system_topic(topic, self.config) or _is_system_group(group)
             values = [*self.base.values(), topic, group, _bool(system)]
             messages.add_metric(values, count)
             size.add_metric(values, total)
@@ -324,6 +324,7 @@ class _ConsumerProgress:
     def __init__(self, base: dict[str, str], sources: BrokerSources) -> None:
         self.base = base
         self.sources = sources
+        self.config = sources.topics.config
 
     def metrics(self) -> Iterator[GaugeMetricFamily]:
         labels = [*self.base, "topic", "consumer_group", "is_retry", "is_system"]
@@ -331,7 +332,7 @@ class _ConsumerProgress:
         now_ms = int(time.time() * 1000)
         for group, topic, queues in self._subscriptions():
             values = self._progress(group, topic, queues, now_ms)
-            system = _bool(is_system_topic(topic) or _is_system_group(group))
+            system = _bool(is_system_topic(topic, self.config) or _is_system_group(group))
             label_values = [*self.base.values(), topic, group, "false", system]
             for family, value in zip(families, values, strict=True):
                 family.add_metric(label_values, value)

@@ -37,7 +37,6 @@ def topic_name_problem(topic: str) -> str:
     return ""
 
 
-REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
 FIXED_SYSTEM_TOPICS = frozenset(
     {
         AUTO_CREATE_TOPIC_KEY,
@@ -53,16 +52,26 @@ FIXED_SYSTEM_TOPICS = frozenset(
 )
 
 
-def is_system_topic(topic: str) -> bool:
-    return topic in FIXED_SYSTEM_TOPICS or topic.startswith("rmq_sys_")
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+
+
+def is_system_topic(topic: str, config: BrokerConfig | None = None) -> bool:
+    """TopicValidator.isSystemTopic: a fixed system topic or rmq_sys_*; given a broker's
+    `config`, also the ones its TopicConfigManager adds to the set (`system_topics`)."""
+    if topic in FIXED_SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX):
+        return True
+    return config is not None and topic in _config_system_topics(config)
 
 
 def system_topics(config: BrokerConfig) -> set[str]:
     """RocketMQ's TopicValidator system set as a broker of this config fills it: the fixed
     topics, the cluster and broker names, the trace topic when enabled, the reply topic."""
-    names = set(FIXED_SYSTEM_TOPICS)
-    names |= {config.broker_cluster_name, config.broker_name}
-    names.add(f"{config.broker_cluster_name}_{REPLY_TOPIC_POSTFIX}")
+    return set(FIXED_SYSTEM_TOPICS) | _config_system_topics(config)
+
+
+def _config_system_topics(config: BrokerConfig) -> set[str]:
+    names = {config.broker_cluster_name, config.broker_name}
+    names.add(reply_topic(config.broker_cluster_name))
     if config.trace_topic_enable:
         names.add(config.msg_trace_topic_name)
     return names

@@ -1,8 +1,10 @@
-"""What a push consumer answers when a broker calls it for mqadmin, as the Java client's
-ClientRemotingProcessor does: RESET_CONSUMER_CLIENT_OFFSET (220, oneway: drop the queues,
-store the new offsets, rebalance), GET_CONSUMER_STATUS_FROM_CLIENT (221: its offsets),
-GET_CONSUMER_RUNNING_INFO (307: ConsumerRunningInfo) and CONSUME_MESSAGE_DIRECTLY (309: run the
-listener on one message and say how it went).
+"""What a consumer answers when a broker calls it for mqadmin, as the Java client's
+ClientRemotingProcessor and MQClientInstance do. A push consumer (`ConsumerCalls`):
+RESET_CONSUMER_CLIENT_OFFSET (220, oneway: drop the queues, store the new offsets, rebalance),
+GET_CONSUMER_STATUS_FROM_CLIENT (221: its offsets), GET_CONSUMER_RUNNING_INFO (307:
+ConsumerRunningInfo) and CONSUME_MESSAGE_DIRECTLY (309: run the listener on one message and say
+how it went). A lite pull consumer (`PullConsumerCalls`) answers as DefaultLitePullConsumer:
+220 changes nothing, 221 an empty table, 307 its settings and subscriptions, 309 a refusal.
 
     consumer.member.table.register(ConsumerCalls(consumer), *CONSUMER_CALL_CODES)
 """
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from sidewinder.client.membership import CONSUME_FROM
+from sidewinder.client.membership import CONSUME_FROM, GroupMember
 from sidewinder.client.pulling import ReceivedMessage
 from sidewinder.client.route_cache import MessageQueue
 from sidewinder.protocol import body
@@ -37,6 +39,7 @@ from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.remoting.dispatch import RequestContext
 
 if TYPE_CHECKING:
+    from sidewinder.client.consumer import PullConsumer
     from sidewinder.client.push_consumer import PushConsumer
 
 log = structlog.get_logger(__name__)
@@ -54,9 +57,28 @@ def _key(queue: MessageQueue) -> QueueKey:
     return QueueKey(queue.topic, queue.broker_name, queue.queue_id)
 
 
-class ConsumerCalls:
-    def __init__(self, consumer: PushConsumer) -> None:
-        self.consumer = consumer
+def _not_ours(request: RemotingCommand, group: str) -> RemotingCommand:
+    """MQClientInstance's answer when it has no such consumer (307, 309)."""
+    return request.reply(
+        ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{group}> not exist in this consumer"
+    )
+
+
+def _client_properties(member: GroupMember, started_ms: int) -> dict[str, str]:
+    """What MQClientInstance.consumerRunningInfo adds to any consumer's properties."""
+    return {
+        "PROP_NAMESERVER_ADDR": "".join(f"{a};" for a in member.routes.namesrv_addrs),
+        "PROP_CONSUME_TYPE": member.consume_type,
+        "PROP_CLIENT_VERSION": CLIENT_VERSION_DESC,
+        "PROP_CONSUMER_START_TIMESTAMP": str(started_ms),
+    }
+
+
+class _Calls:
+    """The four calls routed to a consumer's answers; running info for its group only."""
+
+    def __init__(self, group: str) -> None:
+        self.group = group
         self.started_ms = int(time.time() * 1000)
 
     async def process(
@@ -69,8 +91,33 @@ class ConsumerCalls:
         if code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:
             return self._status(request)
         if code == RequestCode.GET_CONSUMER_RUNNING_INFO:
-            return self._running_info(request)
+            header = GetConsumerRunningInfoRequestHeader.from_ext(request.ext_fields)
+            if header.consumer_group != self.group:
+                return _not_ours(request, header.consumer_group)
+            info = self.running_info()
+            if header.jstack_enable:
+                info["jstack"] = _thread_stacks()
+            return request.reply(ResponseCode.SUCCESS, body=body.dumps(info).encode())
         return await self._consume_directly(request)
+
+    async def _reset_offset(self, request: RemotingCommand) -> None:
+        raise NotImplementedError
+
+    def _status(self, request: RemotingCommand) -> RemotingCommand:
+        raise NotImplementedError
+
+    def running_info(self) -> dict[str, Any]:
+        """ConsumerRunningInfo, less the jstack."""
+        raise NotImplementedError
+
+    async def _consume_directly(self, request: RemotingCommand) -> RemotingCommand:
+        raise NotImplementedError
+
+
+class ConsumerCalls(_Calls):
+    def __init__(self, consumer: PushConsumer) -> None:
+        super().__init__(consumer.group)
+        self.consumer = consumer
 
     # -- 220 --------------------------------------------------------------------------------------
     async def _reset_offset(self, request: RemotingCommand) -> None:
@@ -96,17 +143,7 @@ class ConsumerCalls:
         return request.reply(ResponseCode.SUCCESS, body=consumer_status_body(queue_table=table))
 
     # -- 307 --------------------------------------------------------------------------------------
-    def _running_info(self, request: RemotingCommand) -> RemotingCommand:
-        header = GetConsumerRunningInfoRequestHeader.from_ext(request.ext_fields)
-        if header.consumer_group != self.consumer.group:
-            return request.reply(
-                ResponseCode.SYSTEM_ERROR,
-                f"The Consumer Group <{header.consumer_group}> not exist in this consumer",
-            )
-        info = self.running_info(jstack=bool(header.jstack_enable))
-        return request.reply(ResponseCode.SUCCESS, body=body.dumps(info).encode())
-
-    def running_info(self, *, jstack: bool = False) -> dict[str, Any]:
+    def running_info(self) -> dict[str, Any]:
         """ConsumerRunningInfo as DefaultMQPushConsumerImpl and MQClientInstance fill it."""
         consumer = self.consumer
         member = consumer.member
@@ -123,12 +160,9 @@ class ConsumerCalls:
             "persistConsumerOffsetInterval": str(int(consumer.persist_interval_s * 1000)),
             "heartbeatBrokerInterval": str(int(consumer.heartbeat_interval_s * 1000)),
             "instanceName": member.client_id.split("@", 1)[-1],
-            "PROP_NAMESERVER_ADDR": "".join(f"{a};" for a in member.routes.namesrv_addrs),
-            "PROP_CONSUME_TYPE": member.consume_type,
-            "PROP_CLIENT_VERSION": CLIENT_VERSION_DESC,
+            **_client_properties(member, self.started_ms),
             "PROP_CONSUMEORDERLY": "false",
             "PROP_THREADPOOL_CORE_SIZE": str(consumer.consume_concurrency),
-            "PROP_CONSUMER_START_TIMESTAMP": str(self.started_ms),
         }
         mq_table = {}
         for queue, pq in sorted(consumer.process_queues.items()):
@@ -163,18 +197,13 @@ class ConsumerCalls:
             "statusTable": {topic: dict(zero) for topic in sorted(member.subscriptions)},
             "subscriptionSet": [s.to_json() for _, s in sorted(member.subscriptions.items())],
         }
-        if jstack:
-            info["jstack"] = _thread_stacks()
         return info
 
     # -- 309 --------------------------------------------------------------------------------------
     async def _consume_directly(self, request: RemotingCommand) -> RemotingCommand:
         header = ConsumeMessageDirectlyRequestHeader.from_ext(request.ext_fields)
         if header.consumer_group != self.consumer.group:
-            return request.reply(
-                ResponseCode.SYSTEM_ERROR,
-                f"The Consumer Group <{header.consumer_group}> not exist in this consumer",
-            )
+            return _not_ours(request, header.consumer_group)
         record = decode_record(request.body_bytes, 0) if request.body else None
         if not isinstance(record, MessageRecord):
             return request.reply(ResponseCode.SYSTEM_ERROR, "the body is not a stored message")
@@ -182,6 +211,56 @@ class ConsumerCalls:
         message = ReceivedMessage.of(queue, record)
         result = await self.consumer.consume_directly(message)
         return request.reply(ResponseCode.SUCCESS, body=body.dumps(result).encode())
+
+
+class PullConsumerCalls(_Calls):
+    """A lite pull consumer's answers, as the Java client gives them for a
+    DefaultLitePullConsumer: MQClientInstance resets offsets and reads offset tables of push
+    consumers only, and has no listener of a lite one to run a message through."""
+
+    def __init__(self, consumer: PullConsumer) -> None:
+        super().__init__(consumer.group)
+        self.consumer = consumer
+
+    async def _reset_offset(self, request: RemotingCommand) -> None:
+        # Java: "[reset-offset] consumer does not exist": the positions it polls from and the
+        # offsets it commits stay as they are.
+        header = ResetOffsetRequestHeader.from_ext(request.ext_fields)
+        log.info("client.reset_offset_ignored", group=header.group, topic=header.topic)
+
+    def _status(self, request: RemotingCommand) -> RemotingCommand:
+        return request.reply(ResponseCode.SUCCESS, body=consumer_status_body())
+
+    async def _consume_directly(self, request: RemotingCommand) -> RemotingCommand:
+        # RocketMQ 5 answers so; 4.9's client fails casting the lite consumer to a push one,
+        # a SYSTEM_ERROR too.
+        header = ConsumeMessageDirectlyRequestHeader.from_ext(request.ext_fields)
+        return _not_ours(request, header.consumer_group)
+
+    def running_info(self) -> dict[str, Any]:
+        """DefaultLitePullConsumerImpl.consumerRunningInfo: its settings (the fields of
+        DefaultLitePullConsumer it has) and subscriptions; no queue or status tables."""
+        consumer = self.consumer
+        member = consumer.member
+        auto_commit = consumer.auto_commit_interval_s
+        properties = {
+            "consumerGroup": consumer.group,
+            "messageModel": member.message_model,
+            "consumeFromWhere": CONSUME_FROM[member.consume_from],
+            "autoCommit": "true" if auto_commit is not None else "false",
+            "autoCommitIntervalMillis": str(int((auto_commit or 5.0) * 1000)),
+            "pullBatchSize": str(consumer.batch),
+            "pollTimeoutMillis": str(int(consumer.poll_timeout_s * 1000)),
+            "unitMode": "false",
+            **_client_properties(member, self.started_ms),
+        }
+        info: dict[str, Any] = {
+            "mqTable": {},
+            "properties": properties,
+            "statusTable": {},
+            "subscriptionSet": [s.to_json() for _, s in sorted(member.subscriptions.items())],
+        }
+        return info
 
 
 def _thread_stacks() -> str:

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from sidewinder.client.client_calls import CONSUMER_CALL_CODES, PullConsumerCalls
 from sidewinder.client.membership import CLUSTERING, GroupMember
 from sidewinder.client.pulling import (
     PullResult,
@@ -80,6 +81,13 @@ class PullConsumer:
         self._maintainer: asyncio.Task[None] | None = None
         self._last_commit = time.monotonic()
         self._closed = False
+        # mqadmin's calls through a broker (consumerStatus, resetOffsetByTime ...), answered as
+        # a Java DefaultLitePullConsumer answers them.
+        self.member.table.register(PullConsumerCalls(self), *CONSUMER_CALL_CODES)
+
+    @property
+    def client_id(self) -> str:
+        return self.member.client_id
 
     # -- choosing queues -------------------------------------------------------------------------
     def subscribe(self, topic: str, expression: str = "*", expression_type: str = "TAG") -> None:

@@ -6,6 +6,12 @@ round-robin over the topic's write queues, another queue (another broker first) 
     result = await producer.send(Message("Orders", b"...", tags="paid", keys=["order-7"]))
     await producer.close()
 
+As RocketMQ's producers, it sends HEART_BEAT with its group to every master of the routes it
+knows, at `start` (TBW102's, so every broker that may auto-create a topic) and every 30 s
+(heartbeatBrokerInterval), which is how a broker lists it (mqadmin producerConnection,
+GET_ALL_PRODUCER_INFO); a producer used without `start` begins at its first send. `close`
+unregisters it (UNREGISTER_CLIENT) from every broker that heard it.
+
 Request-reply (`request`, `reply`): see `sidewinder.client.reply`.
 """
 
@@ -41,6 +47,7 @@ from sidewinder.protocol.headers import (
     SEND_V2_NAMES,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
+    UnregisterClientRequestHeader,
 )
 from sidewinder.protocol.message import MessageConst, encode_properties
 from sidewinder.remoting.client import RemotingClient
@@ -129,14 +136,34 @@ class Producer:
         self._heartbeats: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Nothing to do before the first send; kept for symmetry with the consumers."""
+        """Heartbeat to the brokers of TBW102's route (and of any route already known), then
+        every HEARTBEAT_INTERVAL_S, as DefaultMQProducer.start does. Optional: the first send
+        starts the heartbeats of a producer not started."""
+        with contextlib.suppress(ClientError, RemotingError, OSError):
+            await self.routes.route(AUTO_CREATE_TOPIC)  # no name server yet: later rounds
+        await self.heartbeat()
+        self._start_heartbeats()
 
     async def close(self) -> None:
+        """Stop heartbeating and unregister from every broker that heard us."""
         if self._heartbeats is not None:
             self._heartbeats.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeats
-        await self.remoting.close()
+        try:
+            await self._unregister()
+        finally:
+            await self.remoting.close()
+
+    async def _unregister(self) -> None:
+        header = UnregisterClientRequestHeader(
+            client_id=self.client_id, producer_group=self.group, consumer_group=None
+        )
+        for addr in sorted(self._heard_by):
+            request = RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, header.to_ext())
+            with contextlib.suppress(RemotingError, OSError):
+                await self.remoting.invoke(addr, request, self.send_timeout_s)
+        self._heard_by.clear()
 
     async def request(self, message: Message, timeout_s: float = 3.0) -> ReplyMessage:
         """Send `message` and wait for its reply (DefaultMQProducer.request): the broker pushes
@@ -187,10 +214,16 @@ class Producer:
         route = self.routes.routes.get(topic)
         if route is None or not masters_of([route]) <= self._heard_by:
             await self.heartbeat()
-        if self._heartbeats is None:
-            self._heartbeats = asyncio.get_running_loop().create_task(self._heartbeat_forever())
+        self._start_heartbeats()
 
-    async def _heartbeat_forever(self) -> None:
+    def _start_heartbeats(self, *, at_once: bool = False) -> None:
+        if self._heartbeats is None:
+            beats = self._heartbeat_forever(at_once=at_once)
+            self._heartbeats = asyncio.get_running_loop().create_task(beats)
+
+    async def _heartbeat_forever(self, *, at_once: bool) -> None:
+        if at_once:
+            await self.heartbeat()
         while True:
             await asyncio.sleep(HEARTBEAT_INTERVAL_S)
             await self.heartbeat()
@@ -310,6 +343,8 @@ class Producer:
         return preferred[next(self._turn) % len(preferred)]
 
     async def _master(self, queue: MessageQueue) -> str:
+        if self._heartbeats is None:  # not started: heartbeats from the first send on
+            self._start_heartbeats(at_once=True)
         route = await self.routes.route(queue.topic)
         addr = route.master(queue.broker_name) if route else None
         if addr is None:

@@ -65,6 +65,9 @@ class Producer(_Blocking[producer.Producer]):
     def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:
         super().__init__(lambda: producer.Producer(group, namesrv_addr, **options), "producer")
 
+    def start(self) -> None:
+        self._call(self._client.start())
+
     def send(self, message: Message, **options: Any) -> SendResult:
         return self._call(self._client.send(message, **options))
 

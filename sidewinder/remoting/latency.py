@@ -7,8 +7,9 @@ rocketmq_rpc_latency), recorded by wrapping the processors of a table when metri
     latency.buckets[(RequestCode.PULL_MESSAGE, ResponseCode.SUCCESS, False, "success")]
 
 One record per request that goes through a processor's `process` (a pull is one request for
-a batch of messages). The send lane's chunks are not seen here: they never call `process`.
-With metrics off nothing is wrapped and nothing is timed.
+a batch of messages). A path that serves requests without `process` (the broker's send lane)
+records its own, one timing per received chunk: `observe(key, elapsed_ms, times=n)`. With
+metrics off nothing is wrapped and nothing is timed.
 """
 
 from __future__ import annotations
@@ -34,11 +35,12 @@ class RpcLatency:
     def __init__(self) -> None:
         self.buckets: dict[LatencyKey, Buckets] = {}
 
-    def observe(self, key: LatencyKey, elapsed_ms: float) -> None:
+    def observe(self, key: LatencyKey, elapsed_ms: float, times: int = 1) -> None:
+        """`times` requests of one kind that took `elapsed_ms` each."""
         found = self.buckets.get(key)
         if found is None:
             found = self.buckets[key] = Buckets(RPC_LATENCY_BOUNDS_MS)
-        found.observe(elapsed_ms)
+        found.observe(elapsed_ms, times)
 
 
 class Timed:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from sidewinder.broker.topics import TopicConfig
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import SEND_V2_NAMES
@@ -88,3 +89,62 @@ def test_an_unknown_request_code_is_named_in_the_refusal(broker: InProcessBroker
     reply = broker.invoke(RemotingCommand.request(9999))
     assert reply.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
     assert "9999" in (reply.remark or "")
+
+
+def _set_broker_permission(broker: InProcessBroker, perm: int) -> None:
+    request = RemotingCommand.request(
+        RequestCode.UPDATE_BROKER_CONFIG, {}, f"brokerPermission={perm}\n".encode()
+    )
+    reply = broker.invoke(request)
+    assert reply.code == ResponseCode.SUCCESS, reply.remark
+
+
+def test_a_read_only_broker_refuses_sends_and_replies_to_order_topics_only(
+    broker: InProcessBroker,
+) -> None:
+    """msgCheck, shared by sends and replies: brokerPermission without write refuses an order
+    topic's messages; any other topic's are stored (tests/interop/test_error_paths.py shows
+    RocketMQ doing so for sends)."""
+    created = broker.invoke(
+        RemotingCommand.request(
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            {
+                "topic": "Ordered",
+                "defaultTopic": "TBW102",
+                "readQueueNums": "1",
+                "writeQueueNums": "1",
+                "perm": "6",
+                "topicFilterType": "SINGLE_TAG",
+                "topicSysFlag": "0",
+                "order": "true",
+            },
+        )
+    )
+    assert created.code == ResponseCode.SUCCESS, created.remark
+    _set_broker_permission(broker, 4)
+    try:
+        for code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_REPLY_MESSAGE_V2):
+            request = _send("Ordered")
+            request.code = code
+            reply = broker.invoke(request)
+            assert reply.code == ResponseCode.NO_PERMISSION, (code, reply.remark)
+            assert reply.remark == "the broker[127.0.0.1] sending message is forbidden"
+        reply = broker.invoke(_send("Plain"))
+        assert reply.code == ResponseCode.SUCCESS, reply.remark
+    finally:
+        _set_broker_permission(broker, 6)
+
+
+def test_a_send_to_a_retry_topic_creates_it_when_auto_create_is_off(
+    broker: InProcessBroker,
+) -> None:
+    """msgCheck's fallback: createTopicInSendMessageBackMethod, one queue, read and write."""
+    reply = broker.invoke(_send("%RETRY%NoSuchRetryTopic"))
+    assert reply.code != ResponseCode.TOPIC_NOT_EXIST, reply.remark
+    topic = broker.call(_topic(broker, "%RETRY%NoSuchRetryTopic"))
+    assert topic is not None and (topic.read_queue_nums, topic.write_queue_nums) == (1, 1)
+
+
+async def _topic(broker: InProcessBroker, name: str) -> TopicConfig | None:
+    assert broker.app is not None
+    return broker.app.topics.get(name)

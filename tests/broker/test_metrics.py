@@ -37,6 +37,18 @@ def _producer_heartbeat(client: SyncRemotingClient, broker_addr: str) -> None:
     assert client.invoke(broker_addr, heartbeat, 5).code == ResponseCode.SUCCESS
 
 
+def _metrics_cluster(tmp_path: Path, **conf: str) -> tuple[int, SidewinderCluster]:
+    """A started cluster whose broker serves /metrics on the port returned."""
+    port = free_port_block()
+    broker_conf: dict[str, str | int] = {
+        "metricsExporterType": "PROM",
+        "metricsPromExporterHost": "127.0.0.1",
+        "metricsPromExporterPort": port,
+        **conf,
+    }
+    return port, SidewinderCluster(tmp_path, broker_conf=broker_conf).start()
+
+
 def _until(port: int, check: str, want: float, **labels: str) -> Scraped:
     """Scrape until `check` reaches `want` (offsets commit and heartbeats land asynchronously)."""
     deadline = time.monotonic() + 10
@@ -48,16 +60,7 @@ def _until(port: int, check: str, want: float, **labels: str) -> Scraped:
 
 
 def test_broker_metrics_follow_sends_pulls_and_commits(tmp_path: Path) -> None:
-    port = free_port_block()
-    cluster = SidewinderCluster(
-        tmp_path,
-        broker_conf={
-            "metricsExporterType": "PROM",
-            "metricsPromExporterHost": "127.0.0.1",
-            "metricsPromExporterPort": port,
-            "metricsLabel": "env:test",
-        },
-    ).start()
+    port, cluster = _metrics_cluster(tmp_path, metricsLabel="env:test")
     mine = {"cluster": cluster.cluster_name, "node_type": "broker", "env": "test"}
     try:
         with Producer("MetricsProducers", cluster.namesrv_addr) as producer:
@@ -72,11 +75,12 @@ def test_broker_metrics_follow_sends_pulls_and_commits(tmp_path: Path) -> None:
             assert scraped.value("rocketmq_message_size_count", **topic) == 8
             assert scraped.value("rocketmq_message_size_sum", **topic) == size
             assert scraped.value("rocketmq_message_size_bucket", le="1024.0", **topic) == 8
-            # (Our Python producer sends no heartbeats: a Java one's producer heartbeat.)
+            # Our Python producer's heartbeats, and a Java one's, counted by language.
             java = SyncRemotingClient()
             _producer_heartbeat(java, cluster.broker_addr)
             scraped = scrape(port)
             assert scraped.value("rocketmq_producer_connections", language="java") == 1
+            assert scraped.value("rocketmq_producer_connections", language="python") == 1
             java.close()
 
             consumer = PullConsumer(GROUP, cluster.namesrv_addr, auto_commit_interval_s=None)
@@ -143,16 +147,7 @@ def test_broker_metrics_follow_sends_pulls_and_commits(tmp_path: Path) -> None:
 
 
 def test_group_commit_rounds_are_counted_under_sync_flush(tmp_path: Path) -> None:
-    port = free_port_block()
-    cluster = SidewinderCluster(
-        tmp_path,
-        broker_conf={
-            "flushDiskType": "SYNC_FLUSH",
-            "metricsExporterType": "PROM",
-            "metricsPromExporterHost": "127.0.0.1",
-            "metricsPromExporterPort": port,
-        },
-    ).start()
+    port, cluster = _metrics_cluster(tmp_path, flushDiskType="SYNC_FLUSH")
     try:
         before = scrape(port)
         with Producer("MetricsProducers", cluster.namesrv_addr) as producer:
@@ -170,5 +165,45 @@ def test_group_commit_rounds_are_counted_under_sync_flush(tmp_path: Path) -> Non
         assert after.value(
             "sidewinder_store_flush_latency_seconds_count", flush="commitlog"
         ) >= after.value(rounds)
+        # The lane's sends that wait for the flush are timed when it is done.
+        _lane_sends_are_timed(port, cluster.namesrv_addr, "MetricsSyncLane")
+    finally:
+        cluster.stop()
+
+
+def _rpc_count(
+    scraped: Scraped, code: str, response: str = "success", result: str = "success"
+) -> float:
+    return scraped.value(
+        "rocketmq_rpc_latency_count", request_code=code, response_code=response, result=result
+    )
+
+
+def _lane_sends_are_timed(port: int, namesrv_addr: str, topic: str) -> None:
+    """Sends to a topic that exists take the send lane (the native frame lane when the
+    extension is there, else its decoded batch path), which skips the timed `process`: each is
+    in rocketmq_rpc_latency all the same, by its own request code, oneway ones as such."""
+    with Producer("MetricsLaneProducers", namesrv_addr) as producer:
+        producer.send(Message(topic, b"first"))  # creates the topic: through `process`
+        before = scrape(port)
+        for _ in range(10):
+            producer.send(Message(topic, b"x" * 64))
+        producer.send_batch([Message(topic, b"y" * 64) for _ in range(3)])
+        producer.send_oneway(Message(topic, b"o"))
+        oneway = _rpc_count(before, "send_message_v2", "", "oneway") + 1
+        after = _until(port, "rocketmq_rpc_latency_count", oneway, result="oneway")
+    assert _rpc_count(after, "send_message_v2") - _rpc_count(before, "send_message_v2") == 10
+    batches = _rpc_count(after, "send_batch_message") - _rpc_count(before, "send_batch_message")
+    assert batches == 1
+    assert _rpc_count(after, "send_message_v2", "", "oneway") == oneway
+    inf = after.value("rocketmq_rpc_latency_bucket", request_code="send_message_v2", le="+Inf")
+    assert inf == after.value("rocketmq_rpc_latency_count", request_code="send_message_v2")
+    assert after.value("rocketmq_rpc_latency_sum", request_code="send_message_v2") > 0
+
+
+def test_sends_served_by_the_send_lane_are_in_rpc_latency(tmp_path: Path) -> None:
+    port, cluster = _metrics_cluster(tmp_path)
+    try:
+        _lane_sends_are_timed(port, cluster.namesrv_addr, "MetricsLane")
     finally:
         cluster.stop()

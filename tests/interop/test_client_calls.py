@@ -17,6 +17,8 @@ import uvloop
 
 from interop.mqadmin import MQAdminError, MQAdminResult, create_topic, mqadmin
 from interop.target import ClusterTarget
+from sidewinder.client.consumer import PullConsumer
+from sidewinder.client.producer import Message, Producer
 from sidewinder.client.push_consumer import ConsumeStatus, PushConsumer, ReceivedMessage
 from sidewinder.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
@@ -228,3 +230,73 @@ async def wait_until(check: Callable[[], bool], seconds: float) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {seconds} s")
         await asyncio.sleep(0.1)
+
+
+def test_python_pull_consumer_online(target: ClusterTarget) -> None:
+    """The same calls answered by our lite pull consumer, as a Java DefaultLitePullConsumer
+    answers them: running info with its settings and subscription but no queues,
+    an empty status table, a refusal to consume a message directly (it has no listener), and
+    a reset that leaves its positions alone (the Java client resets push consumers only)."""
+    ns = target.namesrv_addr
+    topic, group = unique("PyPullCallsTopic"), unique("PyPullCallsGroup")
+    create_topic(ns, topic, queues=2)
+    before_ms = int(time.time() * 1000) - 1000
+
+    async def scenario() -> None:
+        producer = Producer(unique("PG"), ns)
+        consumer = PullConsumer(group, ns, consume_from="first", poll_timeout_s=1)
+        consumer.subscribe(topic)
+        try:
+            sent = [await producer.send(Message(topic, b"x", keys=[f"k{n}"])) for n in range(6)]
+            await consumer.start()
+            got: list[ReceivedMessage] = []
+            deadline = time.monotonic() + 60
+            while len(got) < 6 and time.monotonic() < deadline:
+                got += await consumer.poll()
+            assert len(got) == 6
+            await consumer.commit()
+            admin = asyncio.to_thread
+            (client_id,) = await admin(client_ids, ns, group)
+            assert client_id == consumer.client_id
+
+            running = await admin(mqadmin, ns, "consumerStatus", "-g", group, "-i", client_id)
+            detail = running.stdout
+            for section in ("#Consumer Properties#", "#Consumer Subscription#"):
+                assert section in detail, detail
+            assert re.search(r"PROP_CONSUME_TYPE\s*:\s*CONSUME_ACTIVELY", detail), detail
+            assert re.search(rf"^consumerGroup\s*:\s*{group}$", detail, re.M), detail
+            assert re.search(rf"Topic: {topic}\s+ClassFilter", detail), detail
+            assert not re.search(rf"^{topic}\s+", detail, re.MULTILINE), detail  # no queues
+            status = (await admin(mqadmin, ns, "consumerStatus", "-g", group)).stdout
+            assert "Rebalance OK" in status, status
+
+            progress = await admin(
+                until_ok, lambda: mqadmin(ns, "consumerProgress", "-g", group, "-s", "true")
+            )
+            rows = [line.split() for line in progress.stdout.splitlines() if line.startswith(topic)]
+            assert len(rows) == 2 and all("N/A" in r for r in rows), progress.stdout
+
+            table = await consumer_status(target, topic, group)
+            assert table == {client_id: []}, table
+
+            directly = await admin(
+                mqadmin, ns, "queryMsgById", "-i", sent[0].offset_msg_id,
+                "-g", group, "-d", client_id, check=False,
+            )  # fmt: skip
+            assert "CODE: 1 " in directly.output, directly.output
+            assert f"The Consumer Group <{group}> not exist" in directly.output, directly.output
+
+            reset = await admin(
+                until_ok,
+                lambda: mqadmin(
+                    ns, "resetOffsetByTime", "-g", group, "-t", topic, "-s", str(before_ms)
+                ),
+            )
+            assert "rollback consumer offset by specified group" in reset.stdout, reset.stdout
+            await asyncio.sleep(1)
+            assert await consumer.poll(timeout_s=2) == []
+        finally:
+            await consumer.close()
+            await producer.close()
+
+    uvloop.run(asyncio.wait_for(scenario(), 150))

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from interop.mqadmin import create_topic, mqadmin
 from interop.target import ClusterTarget
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
@@ -168,3 +169,34 @@ def test_a_send_that_creates_a_topic_answers_once_the_name_server_knows_it(
             time.sleep(0.01)
             code = route_code(topic)
         assert code == ResponseCode.SUCCESS, topic
+
+
+def test_a_read_only_broker_takes_sends_to_a_plain_topic(
+    client: SyncRemotingClient, target: ClusterTarget
+) -> None:
+    """brokerPermission 4 (read only) refuses sends only to order topics (msgCheck, shared by
+    sends and replies): a send already on its way to a plain topic is stored."""
+    topic = unique("ReadOnlyBroker")
+    create_topic(target.namesrv_addr, topic, queues=1)
+    args = ["-b", target.broker_addr, "-k", "brokerPermission"]
+    mqadmin(target.namesrv_addr, "updateBrokerConfig", *args, "-v", "4")
+    try:
+        reply = send(client, target, topic)
+    finally:
+        mqadmin(target.namesrv_addr, "updateBrokerConfig", *args, "-v", "6")
+    assert reply.code == ResponseCode.SUCCESS, reply.remark
+    assert (reply.ext_fields or {})["queueOffset"] == "0"
+
+
+@pytest.mark.parametrize("command", ["updateTopic", "deleteTopic"])
+def test_the_reply_topic_is_a_system_topic(target: ClusterTarget, command: str) -> None:
+    """<cluster>_REPLY_TOPIC joins TopicValidator's system topics when the broker makes it: a
+    broker refuses to create or delete it, as it does TBW102 or its own name."""
+    for topic in (f"{target.cluster_name}_REPLY_TOPIC", "TBW102", target.broker_name):
+        out = mqadmin(
+            target.namesrv_addr, command, "-c", target.cluster_name, "-t", topic, check=False
+        ).output
+        assert "CODE: 1 " in out, out
+        assert f"The topic[{topic}] is conflict with system topic." in out, out
+    listed = mqadmin(target.namesrv_addr, "topicList").output.split()
+    assert f"{target.cluster_name}_REPLY_TOPIC" in listed

@@ -10,6 +10,7 @@ import pytest
 import uvloop
 
 from interop.drivers import body_for, produce_messages
+from interop.mqadmin import create_topic, mqadmin
 from interop.target import ClusterTarget
 from sidewinder.client.admin import Admin
 from sidewinder.client.consumer import PullConsumer, ReceivedMessage
@@ -91,5 +92,41 @@ def test_the_java_producer_and_our_consumer(target: ClusterTarget) -> None:
         finally:
             await consumer.close()
         assert sorted(m.body for m in got) == sorted(body_for(n) for n in range(50))
+
+    uvloop.run(asyncio.wait_for(scenario(), 120))
+
+
+def producer_clients(namesrv: str, group: str, topic: str) -> str:
+    """mqadmin producerConnection's output (an exception while the group has no producer)."""
+    return mqadmin(namesrv, "producerConnection", "-g", group, "-t", topic, check=False).output
+
+
+def test_producer_connection_lists_our_producers(target: ClusterTarget) -> None:
+    """Our producers heartbeat as RocketMQ's do: at start (or at the first send, if never
+    started) to the brokers of their routes, so a broker lists them by group; at close they
+    unregister, and it no longer does."""
+    ns = target.namesrv_addr
+    topic, started_group, lazy_group = unique("PyConn"), unique("PyStarted"), unique("PyLazy")
+    create_topic(ns, topic, queues=1)
+
+    async def listed(group: str, client_id: str, want: bool) -> None:
+        deadline = time.monotonic() + 20
+        while (client_id in await asyncio.to_thread(producer_clients, ns, group, topic)) != want:
+            assert time.monotonic() < deadline, f"{client_id} listed: not {want}"
+            await asyncio.sleep(0.5)
+
+    async def scenario() -> None:
+        started = Producer(started_group, ns)
+        lazy = Producer(lazy_group, ns)
+        try:
+            await started.start()  # no send: TBW102's route names the broker
+            await listed(started_group, started.client_id, True)
+            await lazy.send(Message(topic, b"x"))
+            await listed(lazy_group, lazy.client_id, True)
+        finally:
+            await started.close()
+            await lazy.close()
+        await listed(started_group, started.client_id, False)
+        await listed(lazy_group, lazy.client_id, False)
 
     uvloop.run(asyncio.wait_for(scenario(), 120))

@@ -14,7 +14,13 @@ from sidewinder.broker.clients import Clients
 from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.offsets import ConsumerOffsets
 from sidewinder.broker.processors.replies import json_reply
-from sidewinder.broker.topics import TopicConfig, TopicTable, system_topics, topic_name_problem
+from sidewinder.broker.topics import (
+    TopicConfig,
+    TopicTable,
+    is_system_topic,
+    system_topics,
+    topic_name_problem,
+)
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.errors import SidewinderError
@@ -44,13 +50,7 @@ class TopicAdmin:
 
     async def create_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = CreateTopicRequestHeader.from_ext(request.ext_fields)
-        problem = topic_name_problem(header.topic)
-        if problem:
-            raise SidewinderError(problem)
-        if header.topic == self.config.broker_cluster_name:
-            raise SidewinderError(
-                f"the topic[{header.topic}] is conflict with system reserved words."
-            )
+        self._check_name(header.topic)
         self.topics.upsert(
             TopicConfig(
                 header.topic,
@@ -67,11 +67,22 @@ class TopicAdmin:
 
     async def delete_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         topic = TopicHeader.from_ext(request.ext_fields).topic
+        self._check_name(topic)
         self.topics.delete(topic)
         self.offsets.remove_topic(topic)
         await self.store.delete_topic(topic)
         await self.metadata_saved()
         return request.reply(ResponseCode.SUCCESS)
+
+    def _check_name(self, topic: str) -> None:
+        """A name an admin may create or delete: valid, and none of the system topics (with
+        this broker's cluster and broker names and <cluster>_REPLY_TOPIC), as RocketMQ's
+        TopicValidator.validateTopic and isSystemTopic refuse them."""
+        problem = topic_name_problem(topic)
+        if problem:
+            raise SidewinderError(problem)
+        if is_system_topic(topic, self.config):
+            raise SidewinderError(f"The topic[{topic}] is conflict with system topic.")
 
     async def all_topics(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         return json_reply(request, self.topics.to_json())

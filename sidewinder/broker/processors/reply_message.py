@@ -8,8 +8,9 @@ pushed to the requester with PUSH_REPLY_MESSAGE_TO_CLIENT (326) and stored in th
         REPLY_TO_CLIENT as its client id
 
 The answer's code is the push's: SYSTEM_ERROR with RocketMQ's remark when the requester is not
-connected (or did not take the reply), even when the reply was stored; the send checks
-(topic name, forbidden topics, auto-creation, queue id) come first, with a send's codes.
+connected (or did not take the reply), even when the reply was stored; a send's checks
+(send_check.msg_check: topic name, forbidden topics, auto-creation, queue id) come first, with
+a send's codes.
 """
 
 from __future__ import annotations
@@ -21,14 +22,10 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from sidewinder.broker.clients import Clients
-from sidewinder.broker.config import PERM_WRITE, BrokerConfig
-from sidewinder.broker.processors.send import FAQ, NOT_ALLOWED_SEND_TOPICS, host_of
-from sidewinder.broker.topics import (
-    RETRY_GROUP_TOPIC_PREFIX,
-    TopicConfig,
-    TopicTable,
-    topic_name_problem,
-)
+from sidewinder.broker.config import BrokerConfig
+from sidewinder.broker.processors.send import host_of
+from sidewinder.broker.processors.send_check import msg_check
+from sidewinder.broker.topics import TopicTable
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import (
@@ -75,12 +72,12 @@ class ReplyProcessor:
         header = SendMessageRequestHeader.from_ext(
             request.ext_fields, names=SEND_V2_NAMES if v2 else None
         )
-        checked = await self._check(ctx, request, header)
-        if isinstance(checked, RemotingCommand):
-            return checked
+        topic = await msg_check(
+            self.config, self.topics, header, ctx.remote_address, self.topics_changed
+        )
         queue_id = header.queue_id
         if queue_id < 0:
-            queue_id = random.randrange(max(checked.write_queue_nums, 1))
+            queue_id = random.randrange(max(topic.write_queue_nums, 1))
         ext = {
             MessageConst.MSG_REGION: self.config.region_id,
             MessageConst.TRACE_SWITCH: "true" if self.config.trace_on else "false",
@@ -100,44 +97,6 @@ class ReplyProcessor:
             else:
                 log.warning("reply.store_failed", status=result.status.name, remark=result.remark)
         return request.reply(code, remark, ext_fields=ext)
-
-    async def _check(
-        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
-    ) -> TopicConfig | RemotingCommand:
-        """The topic the reply goes to, or the refusal (AbstractSendMessageProcessor.msgCheck)."""
-        name = header.topic
-        topic = self.topics.get(name)
-        if not self.config.broker_permission & PERM_WRITE and topic is not None and topic.order:
-            return request.reply(
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{self.config.broker_ip1}] sending message is forbidden",
-            )
-        problem = topic_name_problem(name)
-        if problem:
-            return request.reply(ResponseCode.SYSTEM_ERROR, problem)
-        if name in NOT_ALLOWED_SEND_TOPICS:
-            return request.reply(
-                ResponseCode.NO_PERMISSION, f"Sending message to topic[{name}] is forbidden."
-            )
-        if topic is None:
-            topic = self.topics.create_for_send(
-                name, header.default_topic, header.default_topic_queue_nums
-            )
-            if topic is None and name.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                topic = self.topics.create_retry_topic(name, 1)
-            if topic is None:
-                return request.reply(
-                    ResponseCode.TOPIC_NOT_EXIST,
-                    f"topic[{name}] not exist, apply first please!{FAQ}",
-                )
-            await self.topics_changed()
-        if header.queue_id >= max(topic.write_queue_nums, topic.read_queue_nums):
-            return request.reply(
-                ResponseCode.SYSTEM_ERROR,
-                f"request queueId[{header.queue_id}] is illegal, {topic} "
-                f"Producer: {ctx.remote_address}",
-            )
-        return topic
 
     async def _push(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader

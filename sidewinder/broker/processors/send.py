@@ -13,6 +13,7 @@ from dataclasses import replace
 from sidewinder.broker.config import PERM_WRITE, BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.processors.send_batch import SendLane
+from sidewinder.broker.processors.send_check import FAQ, NOT_ALLOWED_SEND_TOPICS, msg_check
 from sidewinder.broker.schedule import schedule_for_delay
 from sidewinder.broker.timer import (
     TIMER_MARK,
@@ -33,17 +34,9 @@ from sidewinder.protocol.headers import (
 from sidewinder.protocol.message import MessageConst, property_value, without_property
 from sidewinder.protocol.record import Host, MessageToStore
 from sidewinder.remoting.dispatch import RequestContext
+from sidewinder.remoting.latency import RpcLatency
 from sidewinder.store.message_store import MessageStore, PutResult, PutStatus
 
-FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
-NOT_ALLOWED_SEND_TOPICS = {
-    "SCHEDULE_TOPIC_XXXX",
-    "RMQ_SYS_TRANS_HALF_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "TRANS_CHECK_MAX_TIME_TOPIC",
-    "SELF_TEST_TOPIC",
-    "OFFSET_MOVED_EVENT",
-}
 _BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
 
 
@@ -94,6 +87,7 @@ class SendProcessor:
         max_delay_level: int = 0,
         timer: TimerSettings | None = None,
         topics_changed: Callable[[], Awaitable[None]] | None = None,
+        latency: RpcLatency | None = None,
     ) -> None:
         self.max_delay_level = max_delay_level
         self.timer = timer  # None: timer properties are left alone, as RocketMQ 4 does
@@ -106,29 +100,16 @@ class SendProcessor:
         self.store_host = host_of(config.broker_addr)
         self.cluster_property = f"{MessageConst.CLUSTER}\x01{config.broker_cluster_name}".encode()
         # The common send, many at a time (send_batch.SendLane): its `take_batch` is ours.
-        self.lane = SendLane(self)
+        # It times its requests into `latency` itself (metrics on): they skip `process`.
+        self.lane = SendLane(self, latency)
         self.take_batch = self.lane.take_batch
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         names = SEND_V2_NAMES if request.code != RequestCode.SEND_MESSAGE else None
         header = SendMessageRequestHeader.from_ext(request.ext_fields, names=names)
-        refusal = self._check(request, header)
-        if refusal is not None:
-            return refusal
-        topic = self.topics.get(header.topic)
-        if topic is None:
-            topic = self.topics.create_for_send(
-                header.topic, header.default_topic, header.default_topic_queue_nums
-            )
-            if topic is not None:
-                # As RocketMQ's createTopicInSendMessageMethod: the name servers know the new
-                # topic before the producer hears back, so a consumer started next finds it.
-                await self.topics_changed()
-        if topic is None:
-            return request.reply(
-                ResponseCode.TOPIC_NOT_EXIST,
-                f"topic[{header.topic}] not exist, apply first please!{FAQ}",
-            )
+        topic = await msg_check(
+            self.config, self.topics, header, ctx.remote_address, self.topics_changed
+        )
         if not topic.perm & PERM_WRITE:
             return request.reply(
                 ResponseCode.NO_PERMISSION,
@@ -137,11 +118,6 @@ class SendProcessor:
         queue_id = header.queue_id
         if queue_id < 0:
             queue_id = random.randrange(max(topic.write_queue_nums, 1))
-        if queue_id >= max(topic.write_queue_nums, topic.read_queue_nums):
-            return request.reply(
-                ResponseCode.SYSTEM_ERROR,
-                f"request queueId[{queue_id}] is illegal, {topic} Producer: {ctx.remote_address}",
-            )
         born = host_of(ctx.remote_address) if ctx.remote_address != "?" else self.store_host
         if request.code == RequestCode.SEND_BATCH_MESSAGE:
             try:
@@ -199,24 +175,6 @@ class SendProcessor:
                 f"the broker[{self.config.broker_ip1}] sending transaction message is forbidden",
             )
         return to_half(message)
-
-    def _check(
-        self, request: RemotingCommand, header: SendMessageRequestHeader
-    ) -> RemotingCommand | None:
-        if not self.config.broker_permission & PERM_WRITE:
-            return request.reply(
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{self.config.broker_ip1}] sending message is forbidden",
-            )
-        problem = topic_name_problem(header.topic)
-        if problem:
-            return request.reply(ResponseCode.SYSTEM_ERROR, problem)
-        if header.topic in NOT_ALLOWED_SEND_TOPICS:
-            return request.reply(
-                ResponseCode.NO_PERMISSION,
-                f"Sending message to topic[{header.topic}] is forbidden.",
-            )
-        return None
 
     def plain_topic_name(self, name: str) -> bool:
         """Whether sends to `name` need none of the name checks of `process` (a valid name,

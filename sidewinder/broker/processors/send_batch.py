@@ -11,12 +11,19 @@ SendProcessor.process, its reference.
 A SUCCESS reply comes from a pre-encoded template: byte for byte the frame the generic path
 encodes (tests/broker/test_send_batch.py compares the two, and runs the same pipelined frames
 through the lane and through `process`).
+
+With metrics on, the lane times what it serves into rocketmq_rpc_latency itself (its requests
+never reach the table's timed `process`): one clock reading when a chunk comes in and one when
+its replies are written (or, for the sends that wait for the flush, when those are), each
+request of the chunk recorded with that time, by request and response code.
 """
 
 from __future__ import annotations
 
 import asyncio
 import struct
+import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import orjson
@@ -47,6 +54,7 @@ from sidewinder.protocol.record import (
 )
 from sidewinder.remoting.codec import RawFrame, encode_frame
 from sidewinder.remoting.dispatch import RequestContext
+from sidewinder.remoting.latency import LatencyKey, RpcLatency
 from sidewinder.store.commit_log import AppendResult, AppendStatus
 from sidewinder.store.flush import FlushError
 from sidewinder.store.message_store import AppendedMany, PutResult, PutStatus
@@ -64,6 +72,7 @@ _BATCH_CODE = b'"code":%d' % RequestCode.SEND_BATCH_MESSAGE
 # One request the lane serves: opaque, flag, serialize type, the index of its item in the chunk's
 # list (a MessageToStore, or a BatchToStore for a batch send), and how many messages that holds.
 Ask = tuple[int, int, SerializeType, int, int]
+_SINGLE, _BATCH = int(RequestCode.SEND_MESSAGE_V2), int(RequestCode.SEND_BATCH_MESSAGE)
 Item = MessageToStore | BatchToStore
 
 
@@ -147,8 +156,9 @@ class _Batches:
 
 
 class SendLane:
-    def __init__(self, processor: SendProcessor) -> None:
+    def __init__(self, processor: SendProcessor, latency: RpcLatency | None = None) -> None:
         self.processor = processor
+        self.latency = latency  # None: metrics off, nothing timed
         self.config = processor.config
         self.store = processor.store
         self._topics = processor.topics.topics  # name -> TopicConfig, read per send
@@ -172,6 +182,7 @@ class SendLane:
         returned (for `process`)."""
         if not self.enabled or not self.config.broker_permission & PERM_WRITE:
             return requests
+        started = time.perf_counter() if self.latency is not None else 0.0
         born = self.processor.born_host(ctx.remote_address)
         size_limit = self._size_limit()
         others: list[RemotingCommand] = []
@@ -206,7 +217,7 @@ class SendLane:
                         continue
             others.append(request)
         if messages:
-            self._store_and_answer(ctx, asks, messages, waits)
+            self._store_and_answer(ctx, asks, messages, waits, started)
         return others
 
     def take_frames(self, ctx: RequestContext, frames: list[RawFrame]) -> list[RawFrame]:
@@ -214,6 +225,7 @@ class SendLane:
         answered; the rest returned undecoded."""
         if not self.enabled or not self.config.broker_permission & PERM_WRITE:
             return frames
+        started = time.perf_counter() if self.latency is not None else 0.0
         born = self.processor.born_host(ctx.remote_address)
         size_limit = self._size_limit()
         others: list[RawFrame] = []
@@ -250,7 +262,7 @@ class SendLane:
                             continue
             others.append(frame)
         if messages:
-            self._store_and_answer(ctx, asks, messages, waits)
+            self._store_and_answer(ctx, asks, messages, waits, started)
         return others
 
     def _plain(
@@ -388,6 +400,7 @@ class SendLane:
         asks: list[Ask],
         messages: list[Item],
         waits: list[bool],
+        started: float,
     ) -> None:
         appended = self.store.append_many(messages)
         # The asks whose items were appended: the first ones (ask n has item n).
@@ -406,11 +419,17 @@ class SendLane:
             )
         if frames:
             ctx.write_frames([f for f in frames if f])
+        if self.latency is not None:
+            self._observe(asks, messages, now, ResponseCode.SUCCESS, started)
+            failed = range(answered, len(asks))
+            self._observe(asks, messages, failed, ResponseCode.SERVICE_NOT_AVAILABLE, started)
         if later:
             last = asks[later[-1]][3]
             end = appended.phy_offsets[last] + messages[last].record_size
             self.store.durable(end).add_done_callback(
-                lambda done: self._answer_durable(ctx, asks, messages, appended, later, done)
+                lambda done: self._answer_durable(
+                    ctx, asks, messages, appended, later, done, started
+                )
             )
 
     def _answer_durable(
@@ -421,15 +440,19 @@ class SendLane:
         appended: AppendedMany,
         indexes: list[int],
         done: asyncio.Future[bool],
+        started: float,
     ) -> None:
         error = done.exception()
+        code: int = ResponseCode.SUCCESS
         if error is None and done.result():
             frames = self._stored_frames(asks, messages, appended, indexes)
         else:
             frames = []
+            failed = isinstance(error, FlushError)
+            code = ResponseCode.SERVICE_NOT_AVAILABLE if failed else ResponseCode.FLUSH_DISK_TIMEOUT
             for n in indexes:
                 first = asks[n][3]
-                if isinstance(error, FlushError):
+                if failed:
                     result = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=str(error))
                 else:
                     result = PutResult(
@@ -440,6 +463,32 @@ class SendLane:
                     )
                 frames.append(self._generic_frame(asks[n], result, messages[first].queue_id))
         ctx.write_frames([f for f in frames if f])
+        if self.latency is not None:
+            self._observe(asks, messages, indexes, code, started)
+
+    def _observe(
+        self,
+        asks: list[Ask],
+        messages: list[Item],
+        indexes: Iterable[int],
+        response_code: int,
+        started: float,
+    ) -> None:
+        """Record these answered requests in rocketmq_rpc_latency, each with the time since
+        their chunk came in (as `Timed` records a request through `process`)."""
+        assert self.latency is not None
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        counts: dict[LatencyKey, int] = {}
+        for n in indexes:
+            flag, first = asks[n][1], asks[n][3]
+            code = _BATCH if isinstance(messages[first], BatchToStore) else _SINGLE
+            if flag & ONEWAY_FLAG:
+                key = (code, -1, False, "oneway")
+            else:
+                key = (code, response_code, False, "success")
+            counts[key] = counts.get(key, 0) + 1
+        for key, times in counts.items():
+            self.latency.observe(key, elapsed_ms, times)
 
     def _stored_frames(
         self,
