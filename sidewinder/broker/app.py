@@ -85,7 +85,7 @@ class BrokerApp:
                 f"broker {config.broker_name} of cluster {config.broker_cluster_name} "
                 f"at {config.broker_addr}"
             ),
-            count_topics=config.metrics_exporter_type is MetricsExporterType.PROM,
+            topic_size_buckets=config.metrics_exporter_type is MetricsExporterType.PROM,
         )
         self.topics = TopicTable(config, config_dir)
         self.groups = SubscriptionGroups(
