@@ -445,6 +445,21 @@ class QueryConsumeTimeSpanRequestHeader(CommandHeader):
 
 
 @dataclass(slots=True)
+class ViewBrokerStatsDataRequestHeader(CommandHeader):
+    """VIEW_BROKER_STATS_DATA (315): one BrokerStatsManager item."""
+
+    stats_name: str = wire("statsName", required=True)
+    stats_key: str = wire("statsKey", required=True)
+
+
+@dataclass(slots=True)
+class GetConsumeStatsInBrokerHeader(CommandHeader):
+    """GET_BROKER_CONSUME_STATS (317); `is_order`: only topics marked order."""
+
+    is_order: bool = wire("isOrder", required=True)
+
+
+@dataclass(slots=True)
 class QueryConsumeQueueRequestHeader(CommandHeader):
     """QUERY_CONSUME_QUEUE (321): Java primitives, so a missing number reads as 0."""
 
