@@ -107,7 +107,6 @@ def object_keyed_pairs(data: bytes | str, field: str = "offsetTable") -> list[tu
     return pairs
 
 
-
 _SCALARS = json.JSONDecoder()
 
 

@@ -190,10 +190,21 @@ def test_broker_consume_stats_lists_every_group_and_the_total_lag(
     assert only_order["totalDiff"] == 0
 
 
-def test_broker_consume_stats_needs_is_order(broker: InProcessBroker) -> None:
-    reply = broker.invoke(RemotingCommand.request(RequestCode.GET_BROKER_CONSUME_STATS))
-    assert reply.code == ResponseCode.SYSTEM_ERROR
-    assert "isOrder" in (reply.remark or "")
+def test_missing_header_fields_read_as_rocketmq_reads_them(
+    broker: InProcessBroker, consumed: int
+) -> None:
+    """RocketMQ's reflective header decoding logs a missing @CFNotNull field and goes on: no
+    isOrder is false, no statsName or statsKey is null."""
+    for ext in (None, {"other": "x"}):
+        request = RemotingCommand.request(RequestCode.GET_BROKER_CONSUME_STATS, ext)
+        assert _figures(broker.invoke(request))["totalDiff"] == sum(SENT.values()) - consumed
+    reply = broker.invoke(
+        RemotingCommand.request(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": "X"})
+    )
+    assert (reply.code, reply.remark) == (
+        ResponseCode.SYSTEM_ERROR,
+        "The stats <X> <null> not exist",
+    )
 
 
 def test_runtime_info_counts_today(broker: InProcessBroker, consumed: int) -> None:

@@ -12,10 +12,14 @@ from sidewinder.protocol import body
 from sidewinder.protocol.body import ObjectKey
 
 _SCALARS = st.none() | st.booleans() | st.integers() | st.text(max_size=8)
-_KEYS = st.text(max_size=8) | st.integers() | st.builds(
-    lambda topic, queue: ObjectKey(brokerName="b", queueId=queue, topic=topic),
-    st.text(max_size=8),
-    st.integers(0, 16),
+_KEYS = (
+    st.text(max_size=8)
+    | st.integers()
+    | st.builds(
+        lambda topic, queue: ObjectKey(brokerName="b", queueId=queue, topic=topic),
+        st.text(max_size=8),
+        st.integers(0, 16),
+    )
 )
 _VALUES = st.recursive(
     _SCALARS,

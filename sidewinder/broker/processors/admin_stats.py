@@ -111,7 +111,7 @@ class StatsAdmin:
     ) -> RemotingCommand:
         """Every subscription group's ConsumeStats per topic it has offsets for (only order
         topics with isOrder), and the broker's total lag (RocketMQ's ConsumeStatsList)."""
-        is_order = GetConsumeStatsInBrokerHeader.from_ext(request.ext_fields).is_order
+        is_order = bool(GetConsumeStatsInBrokerHeader.from_ext(request.ext_fields).is_order)
         groups: list[dict[str, list[dict[str, Any]]]] = []
         total_diff = 0
         for group in list(self.groups.groups):
@@ -139,9 +139,11 @@ class StatsAdmin:
     ) -> RemotingCommand:
         """One statistics item's minute, hour and day figures (RocketMQ's BrokerStatsData)."""
         header = ViewBrokerStatsDataRequestHeader.from_ext(request.ext_fields)
-        item = self.stats.item(header.stats_name, header.stats_key)
+        name, key = header.stats_name, header.stats_key
+        item = self.stats.item(name, key) if name is not None and key is not None else None
         if item is None:
-            raise SidewinderError(f"The stats <{header.stats_name}> <{header.stats_key}> not exist")
+            # Java's String.format writes a missing field as "null".
+            raise SidewinderError(f"The stats <{name or 'null'}> <{key or 'null'}> not exist")
         return json_reply(
             request,
             {
