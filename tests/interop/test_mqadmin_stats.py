@@ -26,6 +26,7 @@ from sidewinder.remoting.client import SyncRemotingClient
 from tests.conftest import unique
 from tests.interop.scenarios import consume, produce
 from tests.interop.test_mqadmin import broker_status_after_warm_up
+from tests.interop.test_our_mqadmin import mqadmin as our_mqadmin
 
 pytestmark = pytest.mark.interop
 
@@ -109,16 +110,20 @@ def test_live_figures_after_traffic(
     assert sums == {"in": COUNT, "out": COUNT, "back": LATER}
 
     out = mqadmin(ns, "statsAll", "-t", topic).stdout
-    header, *rows = [line.split() for line in out.splitlines() if line.strip()]
-    assert header == [
-        *("#Topic", "#Consumer", "Group", "#Accumulation", "#InTPS", "#OutTPS"),
-        *("#InMsg24Hour", "#OutMsg24Hour"),
-    ]
-    assert len(rows) == 1, out
-    name, consumer, accumulation, in_tps, out_tps, in_day, out_day = rows[0]
-    assert (name, consumer, accumulation) == (topic, group, "0")
-    assert float(in_tps) > 0 and float(out_tps) > 0, out
-    assert (int(in_day), int(out_day)) == (COUNT, COUNT), out
+    ours = our_mqadmin(target, "statsAll", "-t", topic)
+    for printed in (out, ours):
+        header, *rows = [line.split() for line in printed.splitlines() if line.strip()]
+        assert header == [
+            *("#Topic", "#Consumer", "Group", "#Accumulation", "#InTPS", "#OutTPS"),
+            *("#InMsg24Hour", "#OutMsg24Hour"),
+        ]
+        assert len(rows) == 1, printed
+        name, consumer, accumulation, in_tps, out_tps, in_day, out_day = rows[0]
+        assert (name, consumer, accumulation) == (topic, group, "0")
+        assert float(in_tps) > 0 and float(out_tps) > 0, printed
+        assert (int(in_day), int(out_day)) == (COUNT, COUNT), printed
+    # Our mqadmin's table is RocketMQ's, column for column.
+    assert [len(line) for line in ours.splitlines()] == [len(line) for line in out.splitlines()]
 
     progress = mqadmin(ns, "consumerProgress", "-g", group).stdout
     tps = re.search(r"^Consume TPS: (\d+\.\d\d)$", progress, re.MULTILINE)
@@ -171,6 +176,13 @@ def test_broker_consume_stats(target: ClusterTarget, traffic: Traffic) -> None:
     ordered = mqadmin(ns, "brokerConsumeStats", "-b", addr, "-o", "true").stdout
     assert traffic.topic not in ordered  # not an order topic
     assert re.search(r"^Diff Total: \d+$", ordered, re.MULTILINE), ordered
+    # Our mqadmin prints the same table: the same lines for the test's topic.
+    ours = our_mqadmin(target, "brokerConsumeStats", "-b", addr)
+    assert ours.splitlines()[0] == lines[0]
+    assert [ln for ln in ours.splitlines() if ln.startswith(f"{traffic.topic} ")] == [
+        ln for ln in lines if ln.startswith(f"{traffic.topic} ")
+    ]
+    assert re.search(r"^Diff Total: \d+$", ours, re.MULTILINE), ours
 
 
 def test_broker_consume_stats_raw(
