@@ -157,9 +157,14 @@ class BrokerApp:
                 self.offsets,
                 self.clients,
                 metadata_saved=self._metadata_saved,
+                topic_deleted=self.stats.on_topic_deleted,
             ),
             groups=GroupAdmin(
-                self.groups, self.offsets, self.clients, metadata_saved=self._metadata_saved
+                self.groups,
+                self.offsets,
+                self.clients,
+                metadata_saved=self._metadata_saved,
+                group_deleted=self.stats.on_group_deleted,
             ),
             stats=StatsAdmin(
                 config,

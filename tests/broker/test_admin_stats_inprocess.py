@@ -27,22 +27,7 @@ PULLED = 5  # all of queue 0
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessBroker]:
     root: Path = tmp_path_factory.mktemp("stats")
     with InProcessBroker(root) as started:
-        created = started.invoke(
-            RemotingCommand.request(
-                RequestCode.UPDATE_AND_CREATE_TOPIC,
-                {
-                    "topic": TOPIC,
-                    "defaultTopic": "TBW102",
-                    "readQueueNums": "2",
-                    "writeQueueNums": "2",
-                    "perm": "6",
-                    "topicFilterType": "SINGLE_TAG",
-                    "topicSysFlag": "0",
-                    "order": "false",
-                },
-            )
-        )
-        assert created.code == ResponseCode.SUCCESS, created.remark
+        _create_topic(started, TOPIC)
         for queue, count in SENT.items():
             for _ in range(count):
                 sent = started.invoke(_send(queue))
@@ -50,10 +35,29 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessBroker
         yield started
 
 
-def _send(queue_id: int) -> RemotingCommand:
+def _create_topic(broker: InProcessBroker, topic: str) -> None:
+    created = broker.invoke(
+        RemotingCommand.request(
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            {
+                "topic": topic,
+                "defaultTopic": "TBW102",
+                "readQueueNums": "2",
+                "writeQueueNums": "2",
+                "perm": "6",
+                "topicFilterType": "SINGLE_TAG",
+                "topicSysFlag": "0",
+                "order": "false",
+            },
+        )
+    )
+    assert created.code == ResponseCode.SUCCESS, created.remark
+
+
+def _send(queue_id: int, topic: str = TOPIC) -> RemotingCommand:
     fields = {
         "producerGroup": "StatsProducers",
-        "topic": TOPIC,
+        "topic": topic,
         "defaultTopic": "TBW102",
         "defaultTopicQueueNums": "4",
         "queueId": str(queue_id),
@@ -66,11 +70,11 @@ def _send(queue_id: int) -> RemotingCommand:
     return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, b"0123456789")
 
 
-def _pull(queue_id: int, offset: int, commit_offset: int) -> RemotingCommand:
+def _pull(queue_id: int, offset: int, commit_offset: int, group: str = GROUP) -> RemotingCommand:
     return RemotingCommand.request(
         RequestCode.PULL_MESSAGE,
         {
-            "consumerGroup": GROUP,
+            "consumerGroup": group,
             "topic": TOPIC,
             "queueId": str(queue_id),
             "queueOffset": str(offset),
@@ -214,3 +218,24 @@ def test_runtime_info_counts_today(broker: InProcessBroker, consumed: int) -> No
     assert int(table["msgGetTotalTodayNow"]) == consumed
     for key in ("msgPutTotalTodayMorning", "msgGetTotalYesterdayMorning"):
         assert table[key] == "0"  # no midnight yet
+
+
+def test_a_deleted_topic_s_and_group_s_stats_are_gone(broker: InProcessBroker) -> None:
+    """As RocketMQ's onTopicDeleted and onGroupDeleted."""
+    _create_topic(broker, "DoomedTopic")
+    assert broker.invoke(_send(0, "DoomedTopic")).code == ResponseCode.SUCCESS
+    assert _view(broker, "TOPIC_PUT_NUMS", "DoomedTopic").code == ResponseCode.SUCCESS
+    deleted = broker.invoke(
+        RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "DoomedTopic"})
+    )
+    assert deleted.code == ResponseCode.SUCCESS, deleted.remark
+    assert _view(broker, "TOPIC_PUT_NUMS", "DoomedTopic").code == ResponseCode.SYSTEM_ERROR
+    pulled = broker.invoke(_pull(1, 0, -1, group="DoomedGroup"))
+    assert pulled.code == ResponseCode.SUCCESS, pulled.remark
+    key = f"{TOPIC}@DoomedGroup"
+    assert _view(broker, "GROUP_GET_NUMS", key).code == ResponseCode.SUCCESS
+    deleted = broker.invoke(
+        RemotingCommand.request(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": "DoomedGroup"})
+    )
+    assert deleted.code == ResponseCode.SUCCESS, deleted.remark
+    assert _view(broker, "GROUP_GET_NUMS", key).code == ResponseCode.SYSTEM_ERROR
