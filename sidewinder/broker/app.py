@@ -36,6 +36,7 @@ from sidewinder.broker.pull_stats import PullStats
 from sidewinder.broker.registration import Registration
 from sidewinder.broker.routes import AdminHandlers, build_routes
 from sidewinder.broker.schedule import ScheduleService
+from sidewinder.broker.stats_manager import MINUTE_SAMPLE_MS, BrokerStatsManager
 from sidewinder.broker.timer import TimerService, TimerSettings, snap_precision
 from sidewinder.broker.topics import TopicTable
 from sidewinder.broker.transactions import Transactions
@@ -85,7 +86,7 @@ class BrokerApp:
                 f"broker {config.broker_name} of cluster {config.broker_cluster_name} "
                 f"at {config.broker_addr}"
             ),
-            count_topics=config.metrics_exporter_type is MetricsExporterType.PROM,
+            topic_size_buckets=config.metrics_exporter_type is MetricsExporterType.PROM,
         )
         self.topics = TopicTable(config, config_dir)
         self.groups = SubscriptionGroups(
@@ -129,6 +130,8 @@ class BrokerApp:
             topics_changed=self._topic_created,
             latency=self.rpc_latency,
         )
+        self.pulls = PullStats()
+        self.stats = BrokerStatsManager(config.broker_cluster_name, self.store.stats, self.pulls)
         send_back = SendBackProcessor(
             config,
             self.store,
@@ -136,8 +139,8 @@ class BrokerApp:
             self.groups,
             max(levels, default=0),
             topics_changed=self._topic_created,
+            sent_back=self.stats.inc_send_back,
         )
-        self.pulls = PullStats()
         pull = PullProcessor(
             config,
             self.store,
@@ -159,11 +162,24 @@ class BrokerApp:
                 self.offsets,
                 self.clients,
                 metadata_saved=self._metadata_saved,
+                topic_deleted=self.stats.on_topic_deleted,
             ),
             groups=GroupAdmin(
-                self.groups, self.offsets, self.clients, metadata_saved=self._metadata_saved
+                self.groups,
+                self.offsets,
+                self.clients,
+                metadata_saved=self._metadata_saved,
+                group_deleted=self.stats.on_group_deleted,
             ),
-            stats=StatsAdmin(config, self.store, self.topics, self.offsets, self.clients),
+            stats=StatsAdmin(
+                config,
+                self.store,
+                self.topics,
+                self.groups,
+                self.offsets,
+                self.clients,
+                self.stats,
+            ),
             config=BrokerConfigAdmin(
                 config,
                 conf_path or config.store.store_path_root_dir / "config" / "broker.properties",
@@ -236,6 +252,7 @@ class BrokerApp:
                 )
             ),
             loop.create_task(self._every(CLIENT_SCAN_S, self._scan_clients)),
+            loop.create_task(self._sample_stats()),
         ]
         log.info("broker.started", addr=self.config.broker_addr, name=self.config.broker_name)
 
@@ -246,6 +263,12 @@ class BrokerApp:
                 await work()
             except OSError as exc:
                 log.error("broker.periodic_failed", error=str(exc))
+
+    async def _sample_stats(self) -> None:
+        """The statistics' snapshots: at start, then every 10 s, as RocketMQ's StatsItemSets."""
+        while True:
+            self.stats.tick()
+            await asyncio.sleep(MINUTE_SAMPLE_MS / 1000)
 
     async def _persist_offsets(self) -> None:
         loop = asyncio.get_running_loop()

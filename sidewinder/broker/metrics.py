@@ -154,14 +154,15 @@ class BrokerMetrics(Collector):
             values = [*self.base.values(), topic, _message_type(topic), system]
             messages.add_metric(values, puts.messages)
             size.add_metric(values, puts.size)
-            _histogram(sizes, values, puts.sizes)
+            if puts.sizes is not None:
+                _histogram(sizes, values, puts.sizes)
         yield from (messages, size, sizes)
 
     def _traffic_out(self) -> Iterator[CounterMetricFamily]:
         labels = [*self.base, "topic", "consumer_group", "is_system"]
         messages = CounterMetricFamily("rocketmq_messages_out", "Messages pulled", labels=labels)
         size = CounterMetricFamily("rocketmq_throughput_out", "Bytes pulled", labels=labels)
-        for (topic, group), (count, total) in self.sources.pulls.out.items():
+        for (topic, group), (count, total, _pulls) in self.sources.pulls.out.items():
             if _is_retry_or_dlq(topic):
                 continue
             system = is_system_topic(topic, self.config) or _is_system_group(group)

@@ -60,6 +60,8 @@ def admin_codes(admin: AdminHandlers) -> dict[int, Handler]:
         R.GET_TOPIC_STATS_INFO: stats.topic_stats,
         R.GET_CONSUME_STATS: stats.consume_stats,
         R.QUERY_CONSUME_TIME_SPAN: stats.consume_time_span,
+        R.VIEW_BROKER_STATS_DATA: stats.view_stats_data,
+        R.GET_BROKER_CONSUME_STATS: stats.broker_consume_stats,
         R.UPDATE_BROKER_CONFIG: config.update,
         R.GET_BROKER_CONFIG: config.get,
         R.CLEAN_EXPIRED_CONSUMEQUEUE: maintenance.clean_expired_consume_queues,

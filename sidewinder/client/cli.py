@@ -8,7 +8,7 @@ Sub-commands: updateTopic, deleteTopic, topicList, topicRoute, topicStatus, clus
 brokerStatus, consumerProgress, queryMsgById, queryMsgByKey, queryMsgByOffset, getBrokerConfig,
 updateSubGroup, sendMessage, consumeMessage; and from cli_admin: updateBrokerConfig,
 updateNamesrvConfig, getNamesrvConfig, cleanExpiredCQ, cleanUnusedTopic, deleteExpiredCommitLog,
-queryCq, producer, deleteSubGroup.
+queryCq, producer, deleteSubGroup; and from cli_stats: statsAll, brokerConsumeStats.
 """
 
 from __future__ import annotations
@@ -409,7 +409,8 @@ async def consume_message(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     # Registers the config and maintenance sub-commands (a module of their own).
-    import sidewinder.client.cli_admin  # noqa: F401
+    import sidewinder.client.cli_admin
+    import sidewinder.client.cli_stats  # noqa: F401
 
     parser = argparse.ArgumentParser(
         prog="mqadmin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

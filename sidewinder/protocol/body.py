@@ -105,3 +105,43 @@ def object_keyed_pairs(data: bytes | str, field: str = "offsetTable") -> list[tu
         if text[at] == ",":
             at += 1
     return pairs
+
+
+_SCALARS = json.JSONDecoder()
+
+
+def loads_keyed(text: str | bytes) -> Any:
+    """Parse fastjson text whose maps may be keyed by objects (ConsumeStats' offsetTable, in
+    whatever it is nested in): such keys come back as ObjectKeys, bare integer keys as ints."""
+    if isinstance(text, bytes):
+        text = text.decode()
+    value, _ = _keyed_value(text, _skip_space(text, 0))
+    return value
+
+
+def _skip_space(text: str, at: int) -> int:
+    while at < len(text) and text[at] in " \t\r\n":
+        at += 1
+    return at
+
+
+def _keyed_value(text: str, at: int) -> tuple[Any, int]:
+    opening = text[at]
+    if opening not in "{[":
+        return _SCALARS.raw_decode(text, at)
+    closing = "}" if opening == "{" else "]"
+    items: list[Any] = []
+    pairs: dict[Any, Any] = {}
+    at = _skip_space(text, at + 1)
+    while text[at] != closing:
+        item, at = _keyed_value(text, at)
+        at = _skip_space(text, at)
+        if opening == "{":
+            key = ObjectKey(**item) if isinstance(item, dict) else item
+            pairs[key], at = _keyed_value(text, _skip_space(text, at + 1))  # past the ':'
+            at = _skip_space(text, at)
+        else:
+            items.append(item)
+        if text[at] == ",":
+            at = _skip_space(text, at + 1)
+    return (pairs if opening == "{" else items), at + 1

@@ -445,6 +445,24 @@ class QueryConsumeTimeSpanRequestHeader(CommandHeader):
 
 
 @dataclass(slots=True)
+class ViewBrokerStatsDataRequestHeader(CommandHeader):
+    """VIEW_BROKER_STATS_DATA (315): one BrokerStatsManager item. Both fields are @CFNotNull
+    in RocketMQ, but its reflective header decoding logs a missing field and goes on: a
+    request without them asks for the item <null> <null>."""
+
+    stats_name: str | None = wire("statsName")
+    stats_key: str | None = wire("statsKey")
+
+
+@dataclass(slots=True)
+class GetConsumeStatsInBrokerHeader(CommandHeader):
+    """GET_BROKER_CONSUME_STATS (317); `is_order`: only topics marked order (a missing
+    isOrder is false in RocketMQ, @CFNotNull notwithstanding, as in the header above)."""
+
+    is_order: bool | None = wire("isOrder")
+
+
+@dataclass(slots=True)
 class QueryConsumeQueueRequestHeader(CommandHeader):
     """QUERY_CONSUME_QUEUE (321): Java primitives, so a missing number reads as 0."""
 

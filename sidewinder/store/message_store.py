@@ -93,12 +93,13 @@ class MessageStore:
         store_host: Host,
         owner: str = "a store",
         clock: Callable[[], int] = lambda: int(time.time() * 1000),
-        count_topics: bool = False,
+        topic_size_buckets: bool = False,
     ) -> None:
         """`owner` names this store to another that finds its CommitLog directory taken;
-        `count_topics`: keep per-topic put counts (`stats.topics`, for metrics)."""
+        `topic_size_buckets`: keep per-topic message size histograms (`stats.topics`, for
+        metrics) beside the per-topic totals, which are always kept."""
         self.config = config
-        self.count_topics = count_topics
+        self.topic_size_buckets = topic_size_buckets
         self.clock = clock  # milliseconds: every record's STORETIMESTAMP
         root = config.store_path_root_dir
         self.markers = RunMarkers(root)
@@ -188,7 +189,7 @@ class MessageStore:
         )
         self.recovery: RecoveryReport | None = None
         self._catch_up: list[tuple[int, asyncio.Future[None]]] = []
-        self.stats = StoreStats()
+        self.stats = StoreStats(size_buckets=topic_size_buckets)
         self._stats_task: asyncio.Task[None] | None = None
         self.cleanup = Cleanup(
             config,
@@ -398,8 +399,7 @@ class MessageStore:
                 count += message.count  # a BatchToStore holds many
             elapsed_ms = (time.perf_counter() - started) * 1000
             self.stats.record_put(count, size, elapsed_ms, puts=len(phys))
-            if self.count_topics:
-                self._count_topics(stored, count, size)
+            self._count_topics(stored, count, size)
         return appended
 
     def _count_topics(
@@ -410,12 +410,12 @@ class MessageStore:
         Python per message)."""
         topics = set(map(_TOPIC_NAME, stored))
         if len(topics) == 1:
-            self.stats.record_topic_put(topics.pop(), count, size)
+            self.stats.record_topic_put(topics.pop(), count, size, len(stored))
             return
         for topic in topics:
             mine = [m for m in stored if m.topic_name == topic]
             self.stats.record_topic_put(
-                topic, sum(m.count for m in mine), sum(m.record_size for m in mine)
+                topic, sum(m.count for m in mine), sum(m.record_size for m in mine), len(mine)
             )
 
     def durable(self, end_offset: int) -> asyncio.Future[bool]:
@@ -471,8 +471,7 @@ class MessageStore:
         append = result.append
         if result.status is PutStatus.PUT_OK and append is not None:
             self.stats.record_put(append.count, append.size, (time.perf_counter() - started) * 1000)
-            if self.count_topics:
-                self.stats.record_topic_put(topic, append.count, append.size)
+            self.stats.record_topic_put(topic, append.count, append.size)
         else:
             self.stats.put_failed_times += 1
 

@@ -1,5 +1,5 @@
 """Store statistics for GET_BROKER_RUNTIME_INFO, under RocketMQ's StoreStatsService key names,
-and the per-topic put counts and size buckets the broker's metrics read.
+and the per-topic put totals the broker's statistics (BrokerStatsManager) and metrics read.
 
 Counters are bumped on the event loop (plain ints, no locks), once per put or per received
 chunk of puts, never per message; `sample()` runs once a second and keeps a ring of
@@ -30,18 +30,23 @@ MESSAGE_SIZE_BOUNDS = (1024, 4096, 512 * 1024, 1 << 20, 2 << 20, 4 << 20)
 
 @dataclass(slots=True)
 class TopicPuts:
-    """Messages and bytes (record sizes) put to one topic, and their sizes in buckets."""
+    """Messages and bytes (record sizes) put to one topic, by how many puts (a batch send is
+    one), and, for metrics, their sizes in buckets."""
 
     messages: int = 0
     size: int = 0
-    sizes: Buckets = field(default_factory=lambda: Buckets(MESSAGE_SIZE_BOUNDS))
+    puts: int = 0
+    sizes: Buckets | None = None
 
-    def record(self, count: int, size: int) -> None:
-        """`count` messages of `size` bytes in all, put together: each is counted at their
-        average size (one bucket search per put or per received chunk, not per message)."""
+    def record(self, count: int, size: int, puts: int) -> None:
+        """`count` messages of `size` bytes in all, put together by `puts` puts: each is counted
+        at their average size (one bucket search per put or per received chunk, not per
+        message)."""
         self.messages += count
         self.size += size
-        self.sizes.observe(size / count, count)
+        self.puts += puts
+        if self.sizes is not None:
+            self.sizes.observe(size / count, count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +71,7 @@ class StoreStats:
     get_transferred_messages: int = 0
     get_time_max_ms: int = 0
     topics: dict[str, TopicPuts] = field(default_factory=dict)
+    size_buckets: bool = False  # per-topic size histograms (for metrics) beside the totals
     _ring: deque[_Snapshot] = field(default_factory=lambda: deque(maxlen=max(RATE_WINDOWS_S) + 1))
 
     def record_put(self, count: int, size: int, elapsed_ms: float, puts: int = 1) -> None:
@@ -80,11 +86,13 @@ class StoreStats:
             self.put_time_max_ms = millis
         self.put_latency[bisect.bisect_left(LATENCY_BOUNDS_MS, millis)] += puts
 
-    def record_topic_put(self, topic: str, count: int, size: int) -> None:
-        puts = self.topics.get(topic)
-        if puts is None:
-            puts = self.topics[topic] = TopicPuts()
-        puts.record(count, size)
+    def record_topic_put(self, topic: str, count: int, size: int, puts: int = 1) -> None:
+        totals = self.topics.get(topic)
+        if totals is None:
+            totals = self.topics[topic] = TopicPuts(
+                sizes=Buckets(MESSAGE_SIZE_BOUNDS) if self.size_buckets else None
+            )
+        totals.record(count, size, puts)
 
     def record_get(self, found: int, elapsed_ms: float) -> None:
         if found:

@@ -3,7 +3,10 @@ GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207),
 GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204), GET_ALL_PRODUCER_INFO
 (328).
 
-    groups = GroupAdmin(group_table, offsets, clients, metadata_saved=app.saved)
+    groups = GroupAdmin(
+        group_table, offsets, clients,
+        metadata_saved=app.saved, group_deleted=stats.on_group_deleted,
+    )
 """
 
 from __future__ import annotations
@@ -31,11 +34,13 @@ class GroupAdmin:
         clients: Clients,
         *,
         metadata_saved: Callable[[], Awaitable[None]],
+        group_deleted: Callable[[str], None],
     ) -> None:
         self.groups = groups
         self.offsets = offsets
         self.clients = clients
         self.metadata_saved = metadata_saved
+        self.group_deleted = group_deleted  # the statistics forget the group
 
     async def update_group(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         data = json_body(request, "SubscriptionGroupConfig")
@@ -53,6 +58,7 @@ class GroupAdmin:
         self.groups.delete(header.group_name)
         if header.remove_offset:
             self.offsets.remove_group(header.group_name)
+        self.group_deleted(header.group_name)
         await self.metadata_saved()
         return request.reply(ResponseCode.SUCCESS)
 

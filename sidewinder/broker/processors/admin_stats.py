@@ -1,7 +1,8 @@
 """Stats admin: GET_BROKER_RUNTIME_INFO (28), GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS
-(208), QUERY_CONSUME_TIME_SPAN (303).
+(208), QUERY_CONSUME_TIME_SPAN (303), VIEW_BROKER_STATS_DATA (315), GET_BROKER_CONSUME_STATS
+(317).
 
-    stats = StatsAdmin(config, store, topics, offsets, clients)
+    stats = StatsAdmin(config, store, topics, groups, offsets, clients, stats_manager)
 """
 
 from __future__ import annotations
@@ -12,16 +13,20 @@ from typing import Any
 
 from sidewinder.broker.clients import Clients
 from sidewinder.broker.config import BrokerConfig
+from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.offsets import ConsumerOffsets
 from sidewinder.broker.processors.replies import json_reply, message_queue, queue_key
+from sidewinder.broker.stats_manager import BrokerStatsManager, StatsSnapshot
 from sidewinder.broker.topics import TopicConfig, TopicTable
 from sidewinder.protocol.codes import CURRENT_VERSION
 from sidewinder.protocol.command import RemotingCommand
-from sidewinder.protocol.errors import TopicNotExist
+from sidewinder.protocol.errors import SidewinderError, TopicNotExist
 from sidewinder.protocol.headers import (
     ConsumeStatsRequestHeader,
+    GetConsumeStatsInBrokerHeader,
     QueryConsumeTimeSpanRequestHeader,
     TopicHeader,
+    ViewBrokerStatsDataRequestHeader,
 )
 from sidewinder.remoting.dispatch import RequestContext
 from sidewinder.store.message_store import MessageStore
@@ -35,14 +40,18 @@ class StatsAdmin:
         config: BrokerConfig,
         store: MessageStore,
         topics: TopicTable,
+        groups: SubscriptionGroups,
         offsets: ConsumerOffsets,
         clients: Clients,
+        stats: BrokerStatsManager,
     ) -> None:
         self.config = config
         self.store = store
         self.topics = topics
+        self.groups = groups
         self.offsets = offsets
         self.clients = clients
+        self.stats = stats
         self.boot_ms = int(time.time() * 1000)
 
     async def runtime_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
@@ -50,15 +59,13 @@ class StatsAdmin:
         info["brokerVersionDesc"] = VERSION_DESC
         info["brokerVersion"] = str(CURRENT_VERSION)
         info["bootTimestamp"] = str(self.boot_ms)
+        daily = self.stats.daily
+        info["msgPutTotalYesterdayMorning"] = str(daily.put_yesterday_morning)
+        info["msgPutTotalTodayMorning"] = str(daily.put_today_morning)
         info["msgPutTotalTodayNow"] = str(self.store.stats.put_times_total)
+        info["msgGetTotalYesterdayMorning"] = str(daily.get_yesterday_morning)
+        info["msgGetTotalTodayMorning"] = str(daily.get_today_morning)
         info["msgGetTotalTodayNow"] = str(self.store.stats.get_transferred_messages)
-        for key in (
-            "msgPutTotalYesterdayMorning",
-            "msgPutTotalTodayMorning",
-            "msgGetTotalYesterdayMorning",
-            "msgGetTotalTodayMorning",
-        ):
-            info.setdefault(key, "0")
         root = self.config.store.store_path_commit_log
         try:
             usage = shutil.disk_usage(root if root.exists() else root.parent)
@@ -84,32 +91,96 @@ class StatsAdmin:
         return json_reply(request, {"offsetTable": table})
 
     async def consume_stats(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """The group's offsets per queue of each topic it consumes (or the one asked for), and
+        the messages per second it pulled from them over the last minute."""
         header = ConsumeStatsRequestHeader.from_ext(request.ext_fields)
         group = header.consumer_group
         topics = [header.topic] if header.topic else sorted(self.offsets.topics_of_group(group))
         table: dict[Any, Any] = {}
+        tps = 0.0
         for topic in topics:
-            config = self.topics.get(topic)
+            config = self._consumed_topic(group, topic)
             if config is None:
                 continue
-            online = self.clients.consumers.get(group)
-            if online is not None and online.channels and topic not in online.subscriptions:
-                continue
-            committed = self.offsets.queue_offsets(group, topic)
-            for queue in range(config.write_queue_nums):
-                broker_offset = self.store.max_offset_in_queue(topic, queue)
-                consumer_offset = max(committed.get(queue, 0), 0)
-                last = (
-                    self.store.store_time_at(topic, queue, consumer_offset - 1)
-                    if consumer_offset > 0
-                    else 0
-                )
-                table[self._mq(topic, queue)] = {
-                    "brokerOffset": broker_offset,
-                    "consumerOffset": consumer_offset,
-                    "lastTimestamp": max(last, 0),
-                }
-        return json_reply(request, {"consumeTps": 0.0, "offsetTable": table})
+            table.update(self._offset_table(group, topic, config.read_queue_nums))
+            tps += self.stats.tps_group_get_nums(group, topic)
+        return json_reply(request, {"consumeTps": tps, "offsetTable": table})
+
+    async def broker_consume_stats(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand:
+        """Every subscription group's ConsumeStats per topic it has offsets for (only order
+        topics with isOrder), and the broker's total lag (RocketMQ's ConsumeStatsList)."""
+        is_order = bool(GetConsumeStatsInBrokerHeader.from_ext(request.ext_fields).is_order)
+        groups: list[dict[str, list[dict[str, Any]]]] = []
+        total_diff = 0
+        for group in list(self.groups.groups):
+            stats_of_topics = []
+            for topic in sorted(self.offsets.topics_of_group(group)):
+                config = self._consumed_topic(group, topic)
+                if config is None or (is_order and not config.order):
+                    continue
+                table = self._offset_table(group, topic, config.write_queue_nums)
+                total_diff += sum(o["brokerOffset"] - o["consumerOffset"] for o in table.values())
+                tps = self.stats.tps_group_get_nums(group, topic)
+                stats_of_topics.append({"consumeTps": tps, "offsetTable": table})
+            groups.append({group: stats_of_topics})
+        return json_reply(
+            request,
+            {
+                "brokerAddr": self.config.broker_addr,
+                "consumeStatsList": groups,
+                "totalDiff": total_diff,
+            },
+        )
+
+    async def view_stats_data(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand:
+        """One statistics item's minute, hour and day figures (RocketMQ's BrokerStatsData)."""
+        header = ViewBrokerStatsDataRequestHeader.from_ext(request.ext_fields)
+        name, key = header.stats_name, header.stats_key
+        item = self.stats.item(name, key) if name is not None and key is not None else None
+        if item is None:
+            # Java's String.format writes a missing field as "null".
+            raise SidewinderError(f"The stats <{name or 'null'}> <{key or 'null'}> not exist")
+        return json_reply(
+            request,
+            {
+                "statsDay": _stats_item(item.in_day()),
+                "statsHour": _stats_item(item.in_hour()),
+                "statsMinute": _stats_item(item.in_minute()),
+            },
+        )
+
+    def _consumed_topic(self, group: str, topic: str) -> TopicConfig | None:
+        """The topic's config, None if it is gone or the group, online, does not subscribe
+        to it (RocketMQ leaves such topics out of a group's stats)."""
+        config = self.topics.get(topic)
+        if config is None:
+            return None
+        online = self.clients.consumers.get(group)
+        if online is not None and online.channels and topic not in online.subscriptions:
+            return None
+        return config
+
+    def _offset_table(self, group: str, topic: str, queues: int) -> dict[Any, dict[str, int]]:
+        committed = self.offsets.queue_offsets(group, topic)
+        table: dict[Any, dict[str, int]] = {}
+        for queue in range(queues):
+            broker_offset = max(self.store.max_offset_in_queue(topic, queue), 0)
+            consumer_offset = max(committed.get(queue, 0), 0)
+            last = (
+                self.store.store_time_at(topic, queue, consumer_offset - 1)
+                if consumer_offset > 0
+                else 0
+            )
+            table[self._mq(topic, queue)] = {
+                "brokerOffset": broker_offset,
+                "consumerOffset": consumer_offset,
+                "lastTimestamp": max(last, 0),
+            }
+        return table
 
     async def consume_time_span(
         self, ctx: RequestContext, request: RemotingCommand
@@ -149,3 +220,8 @@ class StatsAdmin:
 
     def _mq(self, topic: str, queue: int) -> Any:
         return queue_key(self.config.broker_name, topic, queue)
+
+
+def _stats_item(figures: StatsSnapshot) -> dict[str, Any]:
+    """A BrokerStatsItem: RocketMQ leaves out a window's count of calls."""
+    return {"avgpt": figures.avgpt, "sum": figures.sum, "tps": figures.tps}

@@ -2,7 +2,10 @@
 GET_ALL_TOPIC_CONFIG (21), GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305), QUERY_TOPIC_CONSUME_BY_WHO
 (300).
 
-    topics = TopicAdmin(config, store, topic_table, offsets, clients, metadata_saved=app.saved)
+    topics = TopicAdmin(
+        config, store, topic_table, offsets, clients,
+        metadata_saved=app.saved, topic_deleted=stats.on_topic_deleted,
+    )
     reply = await topics.create_topic(ctx, request)
 """
 
@@ -39,6 +42,7 @@ class TopicAdmin:
         clients: Clients,
         *,
         metadata_saved: Callable[[], Awaitable[None]],
+        topic_deleted: Callable[[str], None],
     ) -> None:
         self.config = config
         self.store = store
@@ -47,6 +51,7 @@ class TopicAdmin:
         self.clients = clients
         # Persist and re-register before answering, as RocketMQ registers a new topic first.
         self.metadata_saved = metadata_saved
+        self.topic_deleted = topic_deleted  # the statistics forget the topic
 
     async def create_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = CreateTopicRequestHeader.from_ext(request.ext_fields)
@@ -71,6 +76,7 @@ class TopicAdmin:
         self.topics.delete(topic)
         self.offsets.remove_topic(topic)
         await self.store.delete_topic(topic)
+        self.topic_deleted(topic)
         await self.metadata_saved()
         return request.reply(ResponseCode.SUCCESS)
 

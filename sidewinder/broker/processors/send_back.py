@@ -29,6 +29,7 @@ class SendBackProcessor:
         max_delay_level: int,
         *,
         topics_changed: Callable[[], Awaitable[None]],
+        sent_back: Callable[[str, str], None],
     ) -> None:
         self.config = config
         self.store = store
@@ -37,6 +38,8 @@ class SendBackProcessor:
         self.max_delay_level = max_delay_level
         # Persist topics and tell the name servers (awaited, as a send that makes a topic is).
         self.topics_changed = topics_changed
+        # (group, original topic) of each message sent back: SNDBCK_PUT_NUMS.
+        self.sent_back = sent_back
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = ConsumerSendMsgBackRequestHeader.from_ext(request.ext_fields)
@@ -100,5 +103,6 @@ class SendBackProcessor:
         )
         result = await self.store.put_message(schedule_for_delay(message, self.max_delay_level))
         if result.status is PutStatus.PUT_OK:
+            self.sent_back(header.group, props[MessageConst.RETRY_TOPIC])
             return request.reply(ResponseCode.SUCCESS)
         return request.reply(ResponseCode.SYSTEM_ERROR, f"{result.status.name} {result.remark}")
