@@ -76,6 +76,29 @@ def mqadmin(
     return result
 
 
+def mqadmin_commands(cache: BenchCache | None = None, timeout_s: float = 60.0) -> list[str]:
+    """The sub-commands RocketMQ's mqadmin lists when run without arguments, in its order."""
+    cache = cache or bench_cache()
+    with tempfile.TemporaryDirectory(prefix="mqadmin-") as scratch:
+        workdir = Path(scratch)
+        classpath = f"{cache.java_driver_classes}:{cache.classpath('client')}"
+        cmd = java_command(workdir, classpath, MQADMIN_THEN_EXIT, [], heap_mb=256)
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=java_env(workdir),
+            cwd=workdir,
+            check=False,
+        )
+    if "The most commonly used mqadmin commands are:" not in proc.stdout:
+        raise MQAdminError(
+            f"mqadmin printed no command list:\n{(proc.stdout + proc.stderr)[-3000:]}"
+        )
+    return re.findall(r"^   (\w+)\s", proc.stdout, re.MULTILINE)
+
+
 def mqadmin_until(
     namesrv_addr: str,
     pattern: str,
