@@ -18,6 +18,7 @@ from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.long_polling import PullHolds
 from sidewinder.broker.metrics import BrokerMetrics, BrokerSources
 from sidewinder.broker.offsets import ConsumerOffsets
+from sidewinder.broker.processors.admin_acl import AclAdmin
 from sidewinder.broker.processors.admin_config import BrokerConfigAdmin
 from sidewinder.broker.processors.admin_groups import GroupAdmin
 from sidewinder.broker.processors.admin_maintenance import Maintenance
@@ -186,6 +187,7 @@ class BrokerApp:
                 permission_changed=self._permission_changed,
             ),
             maintenance=Maintenance(config, self.store, self.topics, self.clients),
+            acl=AclAdmin(config),
         )
         table = build_routes(
             config,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sidewinder.broker.config import BrokerConfig
+from sidewinder.broker.processors.admin_acl import AclAdmin
 from sidewinder.broker.processors.admin_config import BrokerConfigAdmin
 from sidewinder.broker.processors.admin_groups import GroupAdmin
 from sidewinder.broker.processors.admin_maintenance import Maintenance
@@ -38,12 +39,13 @@ class AdminHandlers:
     stats: StatsAdmin
     config: BrokerConfigAdmin
     maintenance: Maintenance
+    acl: AclAdmin
 
 
 def admin_codes(admin: AdminHandlers) -> dict[int, Handler]:
     """Every admin code (RocketMQ's AdminBrokerProcessor) and the handler that serves it."""
     topics, groups, stats = admin.topics, admin.groups, admin.stats
-    config, maintenance = admin.config, admin.maintenance
+    config, maintenance, acl = admin.config, admin.maintenance, admin.acl
     return {
         R.UPDATE_AND_CREATE_TOPIC: topics.create_topic,
         R.DELETE_TOPIC_IN_BROKER: topics.delete_topic,
@@ -68,6 +70,10 @@ def admin_codes(admin: AdminHandlers) -> dict[int, Handler]:
         R.DELETE_EXPIRED_COMMITLOG: maintenance.delete_expired_commit_log,
         R.CLEAN_UNUSED_TOPIC: maintenance.clean_unused_topics,
         R.QUERY_CONSUME_QUEUE: maintenance.query_consume_queue,
+        R.UPDATE_AND_CREATE_ACL_CONFIG: acl.update_access_config,
+        R.DELETE_ACL_CONFIG: acl.delete_access_config,
+        R.GET_BROKER_CLUSTER_ACL_INFO: acl.acl_config_version,
+        R.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl.update_global_white_addrs,
     }
 
 

@@ -232,12 +232,27 @@ class Admin:
         check_reply(reply)
         return reply
 
-    async def ask_name_server(self, code: int, payload: bytes = b"") -> RemotingCommand:
+    async def ask_name_server(
+        self, code: int, payload: bytes = b"", ext: dict[str, str] | None = None
+    ) -> RemotingCommand:
         reply = await self.routes.ask_name_server(
-            RemotingCommand.request(code, None, payload or None)
+            RemotingCommand.request(code, ext, payload or None)
         )
         check_reply(reply)
         return reply
+
+    async def ask_each_name_server(
+        self, code: int, ext: dict[str, str] | None = None
+    ) -> dict[str, RemotingCommand]:
+        """One request to every name server of the list (what each holds is its own: KV
+        config, write permissions); their replies by address, ClientError at the first that
+        refuses."""
+        replies = {}
+        for addr in self.routes.namesrv_addrs:
+            reply = await self.remoting.invoke(addr, RemotingCommand.request(code, ext), 5)
+            check_reply(reply)
+            replies[addr] = reply
+        return replies
 
     async def message_at(self, queue: MessageQueue, offset: int) -> ReceivedMessage | None:
         """The message at `offset` of one queue (one PULL_MESSAGE, as mqadmin's tools group).

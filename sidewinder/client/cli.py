@@ -6,9 +6,11 @@
 
 Sub-commands: updateTopic, deleteTopic, topicList, topicRoute, topicStatus, clusterList,
 brokerStatus, consumerProgress, queryMsgById, queryMsgByKey, queryMsgByOffset, getBrokerConfig,
-updateSubGroup, sendMessage, consumeMessage; and from cli_admin: updateBrokerConfig,
+updateSubGroup, sendMessage, consumeMessage; from cli_admin: updateBrokerConfig,
 updateNamesrvConfig, getNamesrvConfig, cleanExpiredCQ, cleanUnusedTopic, deleteExpiredCommitLog,
-queryCq, producer, deleteSubGroup; and from cli_stats: statsAll, brokerConsumeStats.
+queryCq, producer, deleteSubGroup; from cli_ops: topicClusterList, updateTopicPerm,
+wipeWritePerm, addWritePerm, updateKvConfig, deleteKvConfig, updateOrderConf, getConsumerConfig,
+producerConnection; and from cli_stats: statsAll, brokerConsumeStats.
 """
 
 from __future__ import annotations
@@ -408,9 +410,9 @@ async def consume_message(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Registers the config and maintenance sub-commands (a module of their own).
-    import sidewinder.client.cli_admin
-    import sidewinder.client.cli_stats  # noqa: F401
+    # Register the config, maintenance, operations and statistics sub-commands (modules of
+    # their own).
+    from sidewinder.client import cli_admin, cli_ops, cli_stats  # noqa: F401
 
     parser = argparse.ArgumentParser(
         prog="mqadmin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

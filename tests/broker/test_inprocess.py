@@ -148,3 +148,37 @@ def test_a_send_to_a_retry_topic_creates_it_when_auto_create_is_off(
 async def _topic(broker: InProcessBroker, name: str) -> TopicConfig | None:
     assert broker.app is not None
     return broker.app.topics.get(name)
+
+
+@pytest.mark.parametrize(
+    ("code", "fields", "answer", "named"),
+    [
+        (
+            RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
+            {"accessKey": "RocketMQ", "secretKey": "12345678"},
+            ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED,
+            "[RocketMQ]",
+        ),
+        (
+            RequestCode.DELETE_ACL_CONFIG,
+            {"accessKey": "RocketMQ"},
+            ResponseCode.DELETE_ACL_CONFIG_FAILED,
+            "[RocketMQ]",
+        ),
+        (
+            RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+            {"globalWhiteAddrs": "10.10.*.*"},
+            ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
+            "[10.10.*.*]",
+        ),
+        (RequestCode.GET_BROKER_CLUSTER_ACL_INFO, {}, ResponseCode.SYSTEM_ERROR, "version"),
+    ],
+)
+def test_acl_codes_fail_as_on_a_broker_without_acl(
+    broker: InProcessBroker, code: int, fields: dict[str, str], answer: int, named: str
+) -> None:
+    """RocketMQ 4.9's failure codes for a broker with aclEnable=false (the only kind this one
+    runs as), the remark saying why instead of RocketMQ's NullPointerException."""
+    reply = broker.invoke(RemotingCommand.request(code, fields))
+    assert reply.code == answer, reply.remark
+    assert "aclEnable=false" in (reply.remark or "") and named in (reply.remark or "")
