@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from sidewinder.common.service import cancel_and_wait
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.message import MessageConst, decode_properties, encode_properties
 from sidewinder.protocol.record import MessageRecord, MessageToStore, message_from_record
@@ -254,11 +255,7 @@ class TimerService:
         ]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         self._tasks = []
         await asyncio.get_running_loop().run_in_executor(None, self.timers.close)
 
