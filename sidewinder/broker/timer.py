@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from sidewinder.broker.topics import TIMER_TOPIC
 from sidewinder.common.service import cancel_and_wait
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.message import MessageConst, decode_properties, encode_properties
@@ -41,7 +42,6 @@ from sidewinder.store.timer_store import TimerStore
 
 log = structlog.get_logger(__name__)
 
-TIMER_TOPIC = "rmq_sys_wheel_timer"
 # In each of TIMER_DELIVER_MS, TIMER_DELAY_SEC and TIMER_DELAY_MS: the send path's cheap test.
 TIMER_MARK = b"TIMER_DEL"
 _ASKS = (MessageConst.TIMER_DELIVER_MS, MessageConst.TIMER_DELAY_SEC, MessageConst.TIMER_DELAY_MS)

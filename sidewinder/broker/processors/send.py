@@ -16,12 +16,16 @@ from sidewinder.broker.processors.send_batch import SendLane
 from sidewinder.broker.schedule import schedule_for_delay
 from sidewinder.broker.timer import (
     TIMER_MARK,
-    TIMER_TOPIC,
     TimerRefusal,
     TimerSettings,
     timer_for_send,
 )
-from sidewinder.broker.topics import RETRY_GROUP_TOPIC_PREFIX, TopicTable, topic_name_problem
+from sidewinder.broker.topics import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    TIMER_TOPIC,
+    TopicTable,
+    topic_name_problem,
+)
 from sidewinder.broker.transactions import to_half
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
@@ -43,6 +47,7 @@ NOT_ALLOWED_SEND_TOPICS = {
     "TRANS_CHECK_MAX_TIME_TOPIC",
     "SELF_TEST_TOPIC",
     "OFFSET_MOVED_EVENT",
+    TIMER_TOPIC,  # RocketMQ 5 takes sends to it; what it holds decides deliveries to any topic
 }
 _BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
 
