@@ -26,22 +26,7 @@ TOPIC = "TimerPlain"
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessBroker]:
     root: Path = tmp_path_factory.mktemp("timer-inprocess")
     with InProcessBroker(root) as started:
-        created = started.invoke(
-            RemotingCommand.request(
-                RequestCode.UPDATE_AND_CREATE_TOPIC,
-                {
-                    "topic": TOPIC,
-                    "defaultTopic": "TBW102",
-                    "readQueueNums": "1",
-                    "writeQueueNums": "1",
-                    "perm": "6",
-                    "topicFilterType": "SINGLE_TAG",
-                    "topicSysFlag": "0",
-                    "order": "false",
-                },
-            )
-        )
-        assert created.code == ResponseCode.SUCCESS, created.remark
+        started.create_topic(TOPIC, 1)
         yield started
 
 
