@@ -116,3 +116,62 @@ def test_no_timer_topic_when_the_wheel_is_off(tmp_path: Path) -> None:
         assert TIMER_TOPIC not in off.app.topics.topics
         reply = off.invoke(RemotingCommand.request(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER))
         assert TIMER_TOPIC not in body.loads(reply.body_bytes)["topicList"]
+
+
+def test_cleanup_keeps_what_pending_timers_read_and_deletes_delivered_timer_logs(
+    tmp_path: Path,
+) -> None:
+    """fileReservedTime 0: every CommitLog segment is expired, but the one a pending timer
+    message is in stays until the message is delivered; then it and the timer log file its
+    units filled go."""
+    segment = 64 << 10
+    conf = {
+        "mappedFileSizeCommitLog": str(segment),
+        "fileReservedTime": "0",
+        "mappedFileSizeTimerLog": "4096",  # 78 units a file
+    }
+    with InProcessBroker(tmp_path, conf) as broker:
+        app = broker.app
+        assert app is not None
+        broker.create_topic(TOPIC, 1)
+
+        def send(properties: str, data: bytes) -> None:
+            request = RemotingCommand.request(
+                RequestCode.SEND_MESSAGE_V2, _ext(TOPIC, properties + "\x02WAIT\x01true"), data
+            )
+            assert broker.invoke(request).code == ResponseCode.SUCCESS
+
+        for _ in range(10):  # past the first segment
+            send("KEYS\x01filler", b"f" * 8000)
+        due = str(int(time.time() * 1000) + 1500)
+        for n in range(100):
+            send(f"{MessageConst.TIMER_DELIVER_MS}\x01{due}", b"timer %d" % n)
+        for _ in range(30):  # three segments more
+            send("KEYS\x01filler", b"f" * 8000)
+
+        async def clean() -> tuple[list[str], int]:
+            await app.store.caught_up(2)
+            app.store.cleanup.delete_files_manually()
+            done = await app.store.cleanup.run_once()
+            return done.deleted_segments, app.store.commit_log.files.min_offset
+
+        async def first_timer_message() -> int:
+            entry = app.store.queue_entry(TIMER_TOPIC, 0, 0)
+            assert entry is not None
+            return entry.phy_offset
+
+        timer_phy = broker.call(first_timer_message())
+        assert segment <= timer_phy < 2 * segment
+        assert broker.call(clean()) == ([f"{0:020d}"], segment)
+
+        deadline = time.monotonic() + 10
+        while app.timer.delivered < 100 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert app.timer.delivered == 100
+
+        deleted, min_phy = broker.call(clean())
+        assert f"{segment:020d}" in deleted and min_phy > timer_phy
+        assert broker.call(app.timer.clean_timer_log()) == [f"{0:020d}"]
+        assert sorted(p.name for p in (tmp_path / "store" / "timerlog").iterdir()) == [
+            f"{4096:020d}"
+        ]
