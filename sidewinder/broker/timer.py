@@ -13,6 +13,8 @@ event loop:
 - at each tick, once a slot's time has passed, puts each of its messages to its real topic and
   queue without REAL_TOPIC / REAL_QID, with TIMER_ENQUEUE_MS and TIMER_DEQUEUE_MS; a message
   parked beyond the roll window goes back into the timer topic instead (TIMER_ROLL_TIMES);
+- passes over a delete marker (TIMER_DEL_UNIQKEY = real topic + "+" + UNIQ_KEY, sent for the
+  same time: RocketMQ 5's recall) and the message of its slot it names: neither is put;
 - every timerFlushIntervalMs, flushes log, wheel and checkpoint on an executor, and every 30 s
   deletes the timer log files wholly delivered (RocketMQ 5 deletes those whose messages the
   CommitLog no longer holds; here the CommitLog keeps what pending timers read, see
@@ -114,6 +116,8 @@ def timer_for_send(
     except ValueError:
         return _illegal(settings)
     if deliver_ms <= now_ms:
+        if MessageConst.TIMER_DEL_UNIQKEY in props:
+            return _illegal(settings)  # a delete marker for a time past: nothing to cancel
         if not divert_due:
             return message  # due already: stored as it is, delivered at once
         deliver_ms = now_ms
@@ -175,6 +179,14 @@ def delivery_of(record: MessageRecord, unit: TimerUnit, now_ms: int) -> MessageT
     )
 
 
+def delete_key(record: MessageRecord) -> str:
+    """What a delete marker's TIMER_DEL_UNIQKEY names this timer message by (buildDeleteKey:
+    its real topic, "+", its UNIQ_KEY)."""
+    props = record.properties()
+    topic = props.get(MessageConst.REAL_TOPIC, record.topic)
+    return f"{topic}+{props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, '')}"
+
+
 def _destroy_all(files: list[MappedFile]) -> None:
     for f in files:
         f.destroy()
@@ -212,6 +224,7 @@ class TimerService:
         self._tasks: list[asyncio.Task[None]] = []
         self._resume: tuple[int, int] = (-1, 0)  # (slot, units delivered) of a cut slot
         self.delivered = 0
+        self.cancelled = 0  # messages a delete marker cancelled
         self._loaded = False
         store.arrival_listeners.append(self._on_arrival)
         store.commit_log_floors.append(self._commit_log_floor)
@@ -352,7 +365,10 @@ class TimerService:
                 timers.queue_offset = offset + 1
                 continue
             real_topic = props.get(MessageConst.REAL_TOPIC, "")
-            timers.enqueue(entry.phy_offset, entry.size, deliver_ms, real_topic, offset)
+            delete = MessageConst.TIMER_DEL_UNIQKEY in props
+            timers.enqueue(
+                entry.phy_offset, entry.size, deliver_ms, real_topic, offset, delete=delete
+            )
         return True
 
     async def _deliver_due(self) -> None:
@@ -370,16 +386,37 @@ class TimerService:
             start = done if resume_slot == slot_ms else 0
             if start == 0:
                 timers.delivered(slot_ms, 0, self.store.max_phy_offset)
+            # Read from the whole slot each time, a resumed one too: its markers come first.
+            cancelled = self._cancelled_in(units)
             for index in range(start, len(units)):
-                await self._deliver(slot_ms, index, units[index][1])
+                await self._deliver(slot_ms, index, units[index][1], cancelled)
             self._resume = (-1, 0)
             timers.advance()
 
-    async def _deliver(self, slot_ms: int, index: int, unit: TimerUnit) -> None:
-        """Put one due unit's message, retrying until the store takes it."""
+    def _cancelled_in(self, units: list[tuple[int, TimerUnit]]) -> set[str]:
+        """The delete keys (real topic + "+" + UNIQ_KEY) the slot's delete markers carry."""
+        keys: set[str] = set()
+        for _, unit in units:
+            if unit.deletes:
+                record = self.store.lookup_message_by_offset(unit.phy_offset)
+                props = {} if record is None else record.properties()
+                if props.get(MessageConst.TIMER_DEL_UNIQKEY):
+                    keys.add(props[MessageConst.TIMER_DEL_UNIQKEY])
+        return keys
+
+    async def _deliver(
+        self, slot_ms: int, index: int, unit: TimerUnit, cancelled: set[str]
+    ) -> None:
+        """Put one due unit's message, retrying until the store takes it; a delete marker and
+        the message one cancels are passed over (RocketMQ 5 never puts either)."""
         record = self.store.lookup_message_by_offset(unit.phy_offset)
         if record is None:
             log.warning("timer.message_gone", phy_offset=unit.phy_offset)
+            self.timers.delivered(slot_ms, index + 1, self.store.max_phy_offset)
+            return
+        if unit.deletes or (cancelled and not unit.rolls and delete_key(record) in cancelled):
+            if not unit.deletes:
+                self.cancelled += 1
             self.timers.delivered(slot_ms, index + 1, self.store.max_phy_offset)
             return
         while True:

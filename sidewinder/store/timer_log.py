@@ -64,6 +64,12 @@ class TimerUnit:
     def rolls(self) -> bool:
         return bool(self.magic & MAGIC_ROLL)
 
+    @property
+    def deletes(self) -> bool:
+        """A delete marker (TIMER_DEL_UNIQKEY): it cancels a message of its slot; a rolling
+        one is only moved on, as any roll."""
+        return bool(self.magic & MAGIC_DELETE) and not self.rolls
+
 
 class TimerLog:
     def __init__(self, directory: Path, file_size: int) -> None:

@@ -32,6 +32,7 @@ from sidewinder.store.mapped_file import MappedFile
 from sidewinder.store.timer_checkpoint import Dequeued, TimerCheckpoint
 from sidewinder.store.timer_log import (
     MAGIC_DEFAULT,
+    MAGIC_DELETE,
     MAGIC_ROLL,
     UNIT_SIZE,
     TimerLog,
@@ -106,15 +107,23 @@ class TimerStore:
         self.write_time_ms = max(self.write_time_ms, self.floor(now_ms))
 
     def enqueue(
-        self, phy_offset: int, size: int, deliver_ms: int, real_topic: str, queue_offset: int
+        self,
+        phy_offset: int,
+        size: int,
+        deliver_ms: int,
+        real_topic: str,
+        queue_offset: int,
+        *,
+        delete: bool = False,
     ) -> int:
         """Add the timer message at `phy_offset` (timer-topic entry `queue_offset`) to the
         wheel (doEnqueue); its unit's position. One already due goes into the slot being
         written, delivered a tick later: RocketMQ puts such a message at once, without a
-        unit, and a crash before its next checkpoint puts it again."""
+        unit, and a crash before its next checkpoint puts it again. `delete`: a delete marker
+        (TIMER_DEL_UNIQKEY), its unit marked MAGIC_DELETE."""
         write = self.write_time_ms
         delayed = max(self.floor(deliver_ms), write)
-        magic = MAGIC_DEFAULT
+        magic = MAGIC_DEFAULT | (MAGIC_DELETE if delete else 0)
         window_ms = self.roll_window_slots * self.precision_ms
         if delayed - write >= window_ms:
             # Beyond the window: parked in a slot inside it, then written to the CommitLog

@@ -227,3 +227,26 @@ def test_kill_9_mid_slot_delivers_each_acknowledged_timer_message_once(tmp_path:
     finally:
         trickle.stopping.set()
         cluster.stop()
+
+
+def test_a_recalled_timer_message_is_never_delivered_across_a_restart(tmp_path: Path) -> None:
+    """A delete marker (TIMER_DEL_UNIQKEY = topic + "+" + UNIQ_KEY, for the same time, as
+    RocketMQ 5's recall sends) cancels its message; neither is delivered, the rest are."""
+    cluster = SidewinderCluster(tmp_path).start()
+    topic = "TimerRecall"
+    try:
+        with Producer("timer-producers", cluster.namesrv_addr) as producer:
+            producer.send(Message(topic, b"make the topic"))
+            at = int(time.time() * 1000) + 4000
+            sent = [producer.send(Message(topic, b"m%d" % n, deliver_at=at)) for n in range(6)]
+            for result in sent[::2]:
+                producer.recall(result, at)
+            with pytest.raises(ClientError, match="timer message illegal"):
+                producer.recall(sent[1], int(time.time() * 1000) - 1000)  # a time past
+        cluster.restart()  # the markers are in the timer log, not in memory
+        got = _read_all(cluster, topic, 1 + 3, 10)
+        bodies = sorted(m.body for m in got if m.body != b"make the topic")
+        assert bodies == [b"m1", b"m3", b"m5"]  # no recalled one, no marker (b"0")
+        assert all(m.store_timestamp >= at for m in got if m.body != b"make the topic")
+    finally:
+        cluster.stop()

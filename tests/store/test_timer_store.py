@@ -253,3 +253,20 @@ def test_delivered_timer_log_files_go_and_those_with_pending_units_stay(tmp_path
     assert [u.phy_offset for _, u in third.units_of(NOW + 40_000)] == [900]
     assert third.commit_log_floor() == 900
     third.close()
+
+
+def test_a_delete_marker_s_unit_carries_rocketmq_s_delete_magic(tmp_path: Path) -> None:
+    timers = _open(tmp_path)
+    _recover(timers)
+    timers.enqueue(7, 100, NOW + 1000, "T", 0)
+    timers.enqueue(8, 100, NOW + 1000, "T", 1, delete=True)
+    timers.enqueue(9, 100, NOW + 3 * 86_400_000, "T", 2, delete=True)  # beyond the window
+    timers.close()
+    again = _open(tmp_path)
+    _recover(again)
+    (_, kept), (_, marker) = again.units_of(NOW + 1000)
+    assert (kept.magic, kept.deletes) == (MAGIC_DEFAULT, False)
+    assert (marker.magic, marker.deletes) == (MAGIC_DEFAULT | 4, True)
+    rolling = again.log.unit_at(2 * UNIT_SIZE)
+    assert rolling is not None and rolling.rolls and not rolling.deletes  # moved on, as any roll
+    again.close()
