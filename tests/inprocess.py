@@ -20,6 +20,7 @@ from interop.processes import free_port_block
 from sidewinder.broker.app import BrokerApp
 from sidewinder.broker.config import BrokerConfig
 from sidewinder.common.loop_thread import LoopThread
+from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import RemotingClient
 
@@ -84,3 +85,22 @@ class InProcessBroker:
         """Send `request` to the broker's listen port and return its reply."""
         assert self._client is not None
         return self.call(self._client.invoke(self.addr, request, timeout_s), timeout_s + 1)
+
+    def create_topic(self, topic: str, queues: int) -> None:
+        """UPDATE_AND_CREATE_TOPIC, read-write, as mqadmin updateTopic sends it."""
+        created = self.invoke(
+            RemotingCommand.request(
+                RequestCode.UPDATE_AND_CREATE_TOPIC,
+                {
+                    "topic": topic,
+                    "defaultTopic": "TBW102",
+                    "readQueueNums": str(queues),
+                    "writeQueueNums": str(queues),
+                    "perm": "6",
+                    "topicFilterType": "SINGLE_TAG",
+                    "topicSysFlag": "0",
+                    "order": "false",
+                },
+            )
+        )
+        assert created.code == ResponseCode.SUCCESS, created.remark

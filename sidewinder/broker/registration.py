@@ -11,6 +11,7 @@ import structlog
 
 from sidewinder.broker.config import PERM_READ, PERM_WRITE, BrokerConfig
 from sidewinder.broker.topics import TopicTable
+from sidewinder.common.service import cancel_and_wait
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import BrokerIdentityHeader, RegisterBrokerRequestHeader
@@ -87,9 +88,7 @@ class Registration:
             await self.register_all()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait([self._task])
         header = BrokerIdentityHeader(
             self.config.broker_name,
             self.config.broker_addr,

@@ -9,7 +9,6 @@ that is due, puts the real message into its real topic.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +17,7 @@ import structlog
 
 from sidewinder.broker.metadata import JsonTable
 from sidewinder.broker.topics import SCHEDULE_TOPIC
+from sidewinder.common.service import cancel_and_wait
 from sidewinder.protocol.message import MessageConst, decode_properties, encode_properties
 from sidewinder.protocol.record import MessageRecord, MessageToStore, message_from_record
 from sidewinder.store.message_store import MessageStore, PutStatus
@@ -87,11 +87,8 @@ class ScheduleService:
         self._tasks = [loop.create_task(self._deliver(level)) for level in sorted(self.levels)]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
+        self._tasks = []
 
     async def _deliver(self, level: int) -> None:
         queue_id = level - 1

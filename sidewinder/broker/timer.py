@@ -13,7 +13,12 @@ event loop:
 - at each tick, once a slot's time has passed, puts each of its messages to its real topic and
   queue without REAL_TOPIC / REAL_QID, with TIMER_ENQUEUE_MS and TIMER_DEQUEUE_MS; a message
   parked beyond the roll window goes back into the timer topic instead (TIMER_ROLL_TIMES);
-- every timerFlushIntervalMs, flushes log, wheel and checkpoint on an executor.
+- passes over a delete marker (TIMER_DEL_UNIQKEY = real topic + "+" + UNIQ_KEY, sent for the
+  same time: RocketMQ 5's recall) and the message of its slot it names: neither is put;
+- every timerFlushIntervalMs, flushes log, wheel and checkpoint on an executor, and every 30 s
+  deletes the timer log files wholly delivered (RocketMQ 5 deletes those whose messages the
+  CommitLog no longer holds; here the CommitLog keeps what pending timers read, see
+  MessageStore.commit_log_floors, so the delivered mark is the one to go by).
 
 Exactly once across a kill, where RocketMQ 5 delivers again what it delivered since its last
 checkpoint: after each put, how far the slot got (and the CommitLog end of that put) is written
@@ -31,22 +36,25 @@ from dataclasses import dataclass
 
 import structlog
 
+from sidewinder.broker.topics import TIMER_TOPIC
+from sidewinder.common.service import cancel_and_wait
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.message import MessageConst, decode_properties, encode_properties
 from sidewinder.protocol.record import MessageRecord, MessageToStore, message_from_record
+from sidewinder.store.mapped_file import MappedFile
 from sidewinder.store.message_store import MessageStore, PutStatus
 from sidewinder.store.timer_log import TimerUnit
 from sidewinder.store.timer_store import TimerStore
 
 log = structlog.get_logger(__name__)
 
-TIMER_TOPIC = "rmq_sys_wheel_timer"
 # In each of TIMER_DELIVER_MS, TIMER_DELAY_SEC and TIMER_DELAY_MS: the send path's cheap test.
 TIMER_MARK = b"TIMER_DEL"
 _ASKS = (MessageConst.TIMER_DELIVER_MS, MessageConst.TIMER_DELAY_SEC, MessageConst.TIMER_DELAY_MS)
 RETRY_PAUSE_S = 0.05  # RocketMQ's holdMomentForUnknownError
 ENQUEUE_CHUNK = 1000  # entries between yields to the loop
 EMPTY_SLOT_CHUNK = 4096  # empty slots walked between yields (a restart after a long stop)
+TIMER_LOG_CLEAN_S = 30.0  # RocketMQ 5 cleans its timer log every 30 s
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +116,8 @@ def timer_for_send(
     except ValueError:
         return _illegal(settings)
     if deliver_ms <= now_ms:
+        if MessageConst.TIMER_DEL_UNIQKEY in props:
+            return _illegal(settings)  # a delete marker for a time past: nothing to cancel
         if not divert_due:
             return message  # due already: stored as it is, delivered at once
         deliver_ms = now_ms
@@ -169,6 +179,19 @@ def delivery_of(record: MessageRecord, unit: TimerUnit, now_ms: int) -> MessageT
     )
 
 
+def delete_key(record: MessageRecord) -> str:
+    """What a delete marker's TIMER_DEL_UNIQKEY names this timer message by (buildDeleteKey:
+    its real topic, "+", its UNIQ_KEY)."""
+    props = record.properties()
+    topic = props.get(MessageConst.REAL_TOPIC, record.topic)
+    return f"{topic}+{props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, '')}"
+
+
+def _destroy_all(files: list[MappedFile]) -> None:
+    for f in files:
+        f.destroy()
+
+
 def _same_delivery(found: MessageRecord, source: MessageRecord, unit: TimerUnit) -> bool:
     """Whether `found` is the put of `unit` (whose timer message is `source`)."""
     props = source.properties()
@@ -201,7 +224,10 @@ class TimerService:
         self._tasks: list[asyncio.Task[None]] = []
         self._resume: tuple[int, int] = (-1, 0)  # (slot, units delivered) of a cut slot
         self.delivered = 0
+        self.cancelled = 0  # messages a delete marker cancelled
+        self._loaded = False
         store.arrival_listeners.append(self._on_arrival)
+        store.commit_log_floors.append(self._commit_log_floor)
 
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
         if topic == TIMER_TOPIC:
@@ -214,6 +240,7 @@ class TimerService:
         started = time.perf_counter()
         end = await loop.run_in_executor(None, self.timers.recover, self.clock(), self._after)
         self._resume = self._find_cut_slot()
+        self._loaded = True
         log.info(
             "timer.recovered",
             timer_log_end=end,
@@ -222,6 +249,22 @@ class TimerService:
             resume=self._resume,
             took_ms=round((time.perf_counter() - started) * 1000),
         )
+
+    def _commit_log_floor(self) -> int | None:
+        """What CommitLog cleanup must keep: the message of the first pending unit, or of the
+        first timer-topic entry not enqueued yet; everything before the timer store is
+        recovered."""
+        if not self._loaded:
+            return 0
+        floors = []
+        pending = self.timers.commit_log_floor()
+        if pending is not None:
+            floors.append(pending)
+        offset = max(self.timers.queue_offset, self.store.min_offset_in_queue(TIMER_TOPIC, 0))
+        if offset < self.store.max_offset_in_queue(TIMER_TOPIC, 0):
+            entry = self.store.queue_entry(TIMER_TOPIC, 0, offset)
+            floors.append(0 if entry is None else entry.phy_offset)
+        return min(floors, default=None)
 
     def _after(self, unit: TimerUnit) -> int | None:
         record = self.store.lookup_message_by_offset(unit.phy_offset)
@@ -254,22 +297,32 @@ class TimerService:
         ]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks)
         self._tasks = []
         await asyncio.get_running_loop().run_in_executor(None, self.timers.close)
 
     async def _flush_periodically(self) -> None:
+        """Flush every timerFlushIntervalMs; every TIMER_LOG_CLEAN_S, after a flush (never
+        beside one), delete the timer log files wholly delivered."""
         loop = asyncio.get_running_loop()
+        cleaned_at = time.monotonic()
         while True:
             await asyncio.sleep(self.flush_interval_s)
             try:
                 await loop.run_in_executor(None, self.timers.flush)
+                if time.monotonic() - cleaned_at >= TIMER_LOG_CLEAN_S:
+                    cleaned_at = time.monotonic()
+                    await self.clean_timer_log()
             except OSError as exc:
                 log.error("timer.flush_failed", error=str(exc))
+
+    async def clean_timer_log(self) -> list[str]:
+        """Delete the timer log files no pending unit is in; their names."""
+        dropped = self.timers.drop_delivered_files()  # on the loop, which appends to the log
+        if dropped:
+            await asyncio.get_running_loop().run_in_executor(None, _destroy_all, dropped)
+            log.info("timer.log_cleaned", deleted=[f.path.name for f in dropped])
+        return [f.path.name for f in dropped]
 
     # -- the tick ------------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -312,7 +365,10 @@ class TimerService:
                 timers.queue_offset = offset + 1
                 continue
             real_topic = props.get(MessageConst.REAL_TOPIC, "")
-            timers.enqueue(entry.phy_offset, entry.size, deliver_ms, real_topic, offset)
+            delete = MessageConst.TIMER_DEL_UNIQKEY in props
+            timers.enqueue(
+                entry.phy_offset, entry.size, deliver_ms, real_topic, offset, delete=delete
+            )
         return True
 
     async def _deliver_due(self) -> None:
@@ -330,16 +386,37 @@ class TimerService:
             start = done if resume_slot == slot_ms else 0
             if start == 0:
                 timers.delivered(slot_ms, 0, self.store.max_phy_offset)
+            # Read from the whole slot each time, a resumed one too: its markers come first.
+            cancelled = self._cancelled_in(units)
             for index in range(start, len(units)):
-                await self._deliver(slot_ms, index, units[index][1])
+                await self._deliver(slot_ms, index, units[index][1], cancelled)
             self._resume = (-1, 0)
             timers.advance()
 
-    async def _deliver(self, slot_ms: int, index: int, unit: TimerUnit) -> None:
-        """Put one due unit's message, retrying until the store takes it."""
+    def _cancelled_in(self, units: list[tuple[int, TimerUnit]]) -> set[str]:
+        """The delete keys (real topic + "+" + UNIQ_KEY) the slot's delete markers carry."""
+        keys: set[str] = set()
+        for _, unit in units:
+            if unit.deletes:
+                record = self.store.lookup_message_by_offset(unit.phy_offset)
+                props = {} if record is None else record.properties()
+                if props.get(MessageConst.TIMER_DEL_UNIQKEY):
+                    keys.add(props[MessageConst.TIMER_DEL_UNIQKEY])
+        return keys
+
+    async def _deliver(
+        self, slot_ms: int, index: int, unit: TimerUnit, cancelled: set[str]
+    ) -> None:
+        """Put one due unit's message, retrying until the store takes it; a delete marker and
+        the message one cancels are passed over (RocketMQ 5 never puts either)."""
         record = self.store.lookup_message_by_offset(unit.phy_offset)
         if record is None:
             log.warning("timer.message_gone", phy_offset=unit.phy_offset)
+            self.timers.delivered(slot_ms, index + 1, self.store.max_phy_offset)
+            return
+        if unit.deletes or (cancelled and not unit.rolls and delete_key(record) in cancelled):
+            if not unit.deletes:
+                self.cancelled += 1
             self.timers.delivered(slot_ms, index + 1, self.store.max_phy_offset)
             return
         while True:

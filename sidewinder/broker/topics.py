@@ -19,6 +19,8 @@ OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+# RocketMQ 5's timer messages wait here (TimerMessageStore.TIMER_TOPIC), when timerWheelEnable.
+TIMER_TOPIC = "rmq_sys_wheel_timer"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 DLQ_QUEUES_PER_GROUP = 1
@@ -65,13 +67,16 @@ def is_system_topic(topic: str, config: BrokerConfig | None = None) -> bool:
 
 def system_topics(config: BrokerConfig) -> set[str]:
     """RocketMQ's TopicValidator system set as a broker of this config fills it: the fixed
-    topics, the cluster and broker names, the trace topic when enabled, the reply topic."""
+    topics, the cluster and broker names, the trace topic when enabled, the reply topic, and
+    RocketMQ 5's timer topic when the timer wheel is."""
     return set(FIXED_SYSTEM_TOPICS) | _config_system_topics(config)
 
 
 def _config_system_topics(config: BrokerConfig) -> set[str]:
     names = {config.broker_cluster_name, config.broker_name}
     names.add(reply_topic(config.broker_cluster_name))
+    if config.timer_wheel_enable:
+        names.add(TIMER_TOPIC)
     if config.trace_topic_enable:
         names.add(config.msg_trace_topic_name)
     return names
@@ -140,6 +145,8 @@ class TopicTable:
         if config.trace_topic_enable:
             name = config.msg_trace_topic_name
             self.topics[name] = TopicConfig(name, 1, 1)
+        if config.timer_wheel_enable:  # RocketMQ 5's TopicConfigManager: one queue, read-write
+            self.topics[TIMER_TOPIC] = TopicConfig(TIMER_TOPIC, 1, 1)
 
     def load(self) -> None:
         saved = self.file.load_json()

@@ -21,6 +21,7 @@ import structlog
 from sidewinder.broker.clients import Clients
 from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TopicConfig, TopicTable
+from sidewinder.common.service import cancel_and_wait
 from sidewinder.protocol.codes import RequestCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import CheckTransactionStateRequestHeader
@@ -156,9 +157,7 @@ class Transactions:
         self._task = asyncio.get_running_loop().create_task(self._check_loop())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await cancel_and_wait([self._task])
 
     async def _check_loop(self) -> None:
         while True:

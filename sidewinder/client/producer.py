@@ -82,6 +82,9 @@ class Message:
     delay: float | None = None
 
 
+RECALL_TAG = "_RECALL_TAG_"  # RocketMQ 5's tag for a delete marker
+
+
 @dataclass(frozen=True)
 class SendResult:
     status: str
@@ -281,6 +284,25 @@ class Producer:
                 await self.routes.route(message.topic, refresh=True)
         assert last is not None
         raise last if isinstance(last, ClientError) else ClientError(-1, str(last))
+
+    async def recall(self, sent: SendResult, deliver_at: datetime | int) -> SendResult:
+        """Cancel a timer message not yet delivered: `sent` is its send's result, `deliver_at`
+        the time it was sent with. A delete marker for the same time goes to the same broker
+        (RocketMQ 5's RecallMessageProcessor builds the same one): TIMER_DEL_UNIQKEY names the
+        message by topic and UNIQ_KEY, and the broker delivers neither. A time past is refused
+        (ClientError, MESSAGE_ILLEGAL): it may be delivered already."""
+        topic = sent.queue.topic
+        marker = Message(
+            topic,
+            b"0",
+            tags=RECALL_TAG,
+            deliver_at=deliver_at,
+            properties={
+                MessageConst.TIMER_DEL_UNIQKEY: f"{topic}+{sent.msg_id}",
+                MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: sent.msg_id,
+            },
+        )
+        return await self.send(marker, queue=sent.queue)
 
     async def send_oneway(self, message: Message) -> None:
         target = await self._pick(message.topic, None, set())

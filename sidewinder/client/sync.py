@@ -21,6 +21,7 @@ Each runs the async client on its own event loop thread; the methods are the asy
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Sequence
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from sidewinder.client import admin, consumer, producer, push_consumer
@@ -86,6 +87,9 @@ class Producer(_Blocking[producer.Producer]):
 
     def send_batch(self, messages: Sequence[Message]) -> list[SendResult]:
         return self._call(self._client.send_batch(messages))
+
+    def recall(self, sent: SendResult, deliver_at: datetime | int) -> SendResult:
+        return self._call(self._client.recall(sent, deliver_at))
 
     def queues(self, topic: str) -> list[MessageQueue]:
         return self._call(self._client.queues(topic))

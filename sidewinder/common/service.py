@@ -1,11 +1,32 @@
-"""Running a daemon until SIGTERM / SIGINT: the shared tail of mqnamesrv, mqbroker and
-sidewinder-dev."""
+"""Running a daemon until SIGTERM / SIGINT (the shared tail of mqnamesrv, mqbroker and
+sidewinder-dev), and stopping a service's background tasks.
+
+    await cancel_and_wait(self._tasks)      # a service's stop(): its loops end, then it closes
+"""
 
 from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+
+async def cancel_and_wait(tasks: Iterable[asyncio.Task[Any] | None]) -> None:
+    """Cancel `tasks` (None: never started) and return once each has ended. One that had
+    already died of an error is logged, not raised: a stop goes on to close what it must."""
+    started = [task for task in tasks if task is not None]
+    for task in started:
+        task.cancel()
+    for task, outcome in zip(
+        started, await asyncio.gather(*started, return_exceptions=True), strict=True
+    ):
+        if isinstance(outcome, Exception):
+            log.error("task.died", task=task.get_name(), error=repr(outcome))
 
 
 async def serve_until_signalled(

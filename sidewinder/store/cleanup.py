@@ -8,6 +8,11 @@ RocketMQ's CleanCommitLogService and CleanConsumeQueueService, every `cleanResou
 - Above 90 % the store refuses puts (SERVICE_NOT_AVAILABLE, which the broker answers with code
   14) until the disk drops below that again (disk_space.py). A store file that could not be
   allocated since the last round counts as that too: the disk is full for what comes next.
+- Never a segment at or above the store's `keep_from` floor (MessageStore.commit_log_floors:
+  the lowest CommitLog offset a pending timer message is read from), whatever its age or the
+  disk's state: RocketMQ 5 relies on rolling timer messages forward within
+  timerRollWindowSlot, which loses them to a fileReservedTime shorter than that or to a full
+  disk.
 - Then ConsumeQueue files whose entries all point below the CommitLog's new minimum, and index
   files likewise, go; each queue's minimum moves to its first entry still readable.
 
@@ -66,6 +71,7 @@ class Cleanup:
         queue_executor: Executor,
         disk: DiskSpace | None = None,
         dispatched_to: Callable[[], int],
+        keep_from: Callable[[], int | None] = lambda: None,
         disk_usage: DiskUsage = disk_used_ratio,
         now: Callable[[], float] = time.time,
     ) -> None:
@@ -79,6 +85,8 @@ class Cleanup:
         self._queue_executor = queue_executor
         self.disk_usage = disk_usage  # a probe tests may swap
         self._dispatched_to = dispatched_to  # the CommitLog offset dispatch has reached
+        # The lowest CommitLog offset something still reads (pending timer messages), if any.
+        self._keep_from = keep_from
         self._now = now
         self.disk = disk or DiskSpace()
         self.manual_rounds = 0
@@ -125,10 +133,14 @@ class Cleanup:
             reserved_s = self.config.file_reserved_time * 3600
             count = 0
             dispatched = self._dispatched_to()
+            floor = self._keep_from()
             for modified, end in ages:  # oldest first; stop at the first one kept
                 if end > dispatched:
                     break
                 if not forcibly and self._now() < modified + reserved_s:
+                    break
+                if floor is not None and end > floor:
+                    log.info("store.cleanup.kept_for_readers", keep_from=floor, segment_end=end)
                     break
                 count += 1
                 if count >= DELETE_FILES_BATCH_MAX:

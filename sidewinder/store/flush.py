@@ -174,6 +174,9 @@ class GroupCommit:
         self._syncer = syncer if syncer is not None else default_syncer(thread_name)
         self._started = False
         self._asked = False  # a round is under way; its answer asks again if needed
+        # A wake() during a round: the appends it asks for may be past what the round planned,
+        # so another round follows, waiters or not (the dispatcher follows the flushed offset).
+        self._again = False
         self._finish: Callable[[], int] | None = None
         self.flushed_offset = 0
         self.flushes = 0
@@ -227,8 +230,11 @@ class GroupCommit:
 
     def wake(self) -> None:
         """Ask for a flush without waiting for it (a put whose WAIT property is false)."""
-        if not self._asked and self.error is None and self._started:
+        if self._asked:
+            self._again = True
+        elif self.error is None and self._started:
             self._asked = True
+            self._again = False
             self._round_started = time.perf_counter()
             fds, self._finish = self._plan()
             self._syncer.sync(fds)
@@ -255,7 +261,7 @@ class GroupCommit:
             if not future.done():
                 future.set_result(True)
         self.round_waiters.observe(waiting - len(waiters))
-        if waiters:
+        if waiters or self._again:
             self.wake()  # appends arrived during that flush: go again
 
     def _fail(self, exc: OSError) -> None:

@@ -83,6 +83,8 @@ class AppendedMany:
 
 
 ArrivalListener = Callable[[str, int, int], None]  # topic, queue id, new max queue offset
+# The lowest CommitLog offset a reader still needs (None: none): cleanup keeps it.
+CommitLogFloor = Callable[[], int | None]
 
 
 class MessageStore:
@@ -200,13 +202,21 @@ class MessageStore:
             queue_executor=self._dispatch_executor,
             disk=self.disk,
             dispatched_to=lambda: self.reput.offset,
+            keep_from=self._commit_log_floor,
         )
+        self.commit_log_floors: list[CommitLogFloor] = []
         self._cleanup_task: asyncio.Task[None] | None = None
         self._dispatch_task: asyncio.Task[None] | None = None
         self.arrival_listeners: list[ArrivalListener] = []
         self.running = False
         self.crashed_last_time = False
         self.dispatch_error: BaseException | None = None
+
+    def _commit_log_floor(self) -> int | None:
+        floors = [
+            floor for floor in (hook() for hook in self.commit_log_floors) if floor is not None
+        ]
+        return min(floors, default=None)
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sidewinder.store.mapped_file import MappedFile
 from sidewinder.store.mapped_file_queue import MappedFileQueue
 
 UNIT = struct.Struct(">iqiqiqiiq")
@@ -62,6 +63,12 @@ class TimerUnit:
     @property
     def rolls(self) -> bool:
         return bool(self.magic & MAGIC_ROLL)
+
+    @property
+    def deletes(self) -> bool:
+        """A delete marker (TIMER_DEL_UNIQKEY): it cancels a message of its slot; a rolling
+        one is only moved on, as any roll."""
+        return bool(self.magic & MAGIC_DELETE) and not self.rolls
 
 
 class TimerLog:
@@ -119,6 +126,33 @@ class TimerLog:
         if size != UNIT_SIZE or not magic_ok(magic):
             return None
         return TimerUnit(prev, magic, write_ms, delay, phy, phy_size, topic_hash)
+
+    def next_unit(self, position: int) -> tuple[int, TimerUnit] | None:
+        """The first unit at or after `position` (past the blank that closes a file) and its
+        position; None at the log's end."""
+        while True:
+            files = self.files.files
+            if not files:
+                return None
+            position = max(position, files[0].file_from_offset)
+            segment = self.files.find(position)
+            if segment is None:
+                return None
+            at = position - segment.file_from_offset
+            full = segment.wrote_position >= segment.size
+            unit = self.unit_at(position) if at + UNIT_SIZE <= segment.wrote_position else None
+            if unit is not None:
+                return position, unit
+            if not full:
+                return None  # the end of what is written
+            position = segment.file_from_offset + segment.size
+
+    def drop_below(self, position: int) -> list[MappedFile]:
+        """Take out the files wholly below `position` (never the last); the caller deletes
+        them (RocketMQ 5's deleteExpiredFileByOffsetForTimerLog)."""
+        files = self.files.files
+        count = sum(1 for f in files if f.file_from_offset + f.size <= position)
+        return self.files.drop_head(count)
 
     def recover(self, from_offset: int, on_unit: Callable[[int, TimerUnit], None]) -> int:
         """Walk the units from the file holding `from_offset` (RocketMQ: the last flushed

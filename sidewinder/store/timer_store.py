@@ -9,6 +9,8 @@ TimerMessageStore, its files and its bookkeeping; moving messages is the caller'
         for position, unit in timers.units_of(slot_ms): ...          # oldest first
         timers.advance()
     timers.flush()                               # blocking: timerFlushIntervalMs
+    timers.commit_log_floor()                    # CommitLog cleanup keeps what pending units read
+    for f in timers.drop_delivered_files(): f.destroy()   # destroy off the event loop
 
 Invariant (RocketMQ's): units are written only into slots at or after `write_time_ms` and
 slots are read only before it, so a slot being delivered never grows.
@@ -26,10 +28,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from sidewinder.store.mapped_file import MappedFile
 from sidewinder.store.timer_checkpoint import Dequeued, TimerCheckpoint
 from sidewinder.store.timer_log import (
     MAGIC_DEFAULT,
+    MAGIC_DELETE,
     MAGIC_ROLL,
+    UNIT_SIZE,
     TimerLog,
     TimerUnit,
     java_string_hash,
@@ -38,6 +43,7 @@ from sidewinder.store.timer_wheel import IGNORE, TimerWheel
 
 TIMER_WHEEL_TTL_DAYS = 7
 TIMER_BLANK_SLOTS = 60
+PASS_CHUNK = 4096  # delivered units passed over per tick (pass_delivered)
 DAY_S = 86_400
 
 
@@ -62,6 +68,9 @@ class TimerStore:
         self.read_time_ms = 0
         self.write_time_ms = 0
         self.queue_offset = 0  # the next timer-topic entry to enqueue
+        # Every unit below this timer log position is delivered (its slot was read): what
+        # cleanup of the timer log and of the CommitLog may go up to.
+        self.pending_from = 0
 
     def floor(self, time_ms: int) -> int:
         return time_ms // self.precision_ms * self.precision_ms
@@ -89,6 +98,8 @@ class TimerStore:
             self.read_time_ms = self.floor(now_ms)  # nothing before this start to look at
         self.checkpoint.last_read_time_ms = self.read_time_ms
         self.write_time_ms = self.floor(now_ms)
+        self.pending_from = 0
+        self.pass_delivered(limit=None)
         return end
 
     # -- enqueue -------------------------------------------------------------------------------
@@ -96,15 +107,23 @@ class TimerStore:
         self.write_time_ms = max(self.write_time_ms, self.floor(now_ms))
 
     def enqueue(
-        self, phy_offset: int, size: int, deliver_ms: int, real_topic: str, queue_offset: int
+        self,
+        phy_offset: int,
+        size: int,
+        deliver_ms: int,
+        real_topic: str,
+        queue_offset: int,
+        *,
+        delete: bool = False,
     ) -> int:
         """Add the timer message at `phy_offset` (timer-topic entry `queue_offset`) to the
         wheel (doEnqueue); its unit's position. One already due goes into the slot being
         written, delivered a tick later: RocketMQ puts such a message at once, without a
-        unit, and a crash before its next checkpoint puts it again."""
+        unit, and a crash before its next checkpoint puts it again. `delete`: a delete marker
+        (TIMER_DEL_UNIQKEY), its unit marked MAGIC_DELETE."""
         write = self.write_time_ms
         delayed = max(self.floor(deliver_ms), write)
-        magic = MAGIC_DEFAULT
+        magic = MAGIC_DEFAULT | (MAGIC_DELETE if delete else 0)
         window_ms = self.roll_window_slots * self.precision_ms
         if delayed - write >= window_ms:
             # Beyond the window: parked in a slot inside it, then written to the CommitLog
@@ -159,6 +178,37 @@ class TimerStore:
         self.read_time_ms += self.precision_ms
         self.checkpoint.last_read_time_ms = self.read_time_ms
         self.checkpoint.dequeued = Dequeued(self.read_time_ms, 0, 0)
+        self.pass_delivered()
+
+    # -- what is still needed ------------------------------------------------------------------
+    def pass_delivered(self, limit: int | None = PASS_CHUNK) -> None:
+        """Move `pending_from` past the units whose slots are read (before the read time), up
+        to `limit` of them (a big slot's are passed over the next ticks, not in one)."""
+        passed = 0
+        while limit is None or passed < limit:
+            found = self.log.next_unit(self.pending_from)
+            if found is None:
+                self.pending_from = max(self.pending_from, self.log.max_offset)
+                return
+            position, unit = found
+            if unit.delayed_time_ms >= self.read_time_ms:
+                self.pending_from = position
+                return
+            self.pending_from = position + UNIT_SIZE
+            passed += 1
+
+    def commit_log_floor(self) -> int | None:
+        """The lowest CommitLog offset a pending unit reads, None when none is pending. Units
+        are appended in the timer topic's order, so CommitLog order: the first pending one's
+        is the lowest."""
+        found = self.log.next_unit(self.pending_from)
+        return None if found is None else found[1].phy_offset
+
+    def drop_delivered_files(self) -> list[MappedFile]:
+        """Take the timer log files wholly below `pending_from` out of the log (never the
+        last); the caller destroys them, off the event loop. Nothing reads them again: slots
+        read are never read again, and recovery starts at the last flush or the first file."""
+        return self.log.drop_below(self.pending_from)
 
     # -- flush ---------------------------------------------------------------------------------
     def flush(self) -> None:

@@ -19,22 +19,7 @@ from tests.inprocess import InProcessBroker
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessBroker]:
     root: Path = tmp_path_factory.mktemp("inprocess")
     with InProcessBroker(root, {"autoCreateTopicEnable": "false"}) as started:
-        created = started.invoke(
-            RemotingCommand.request(
-                RequestCode.UPDATE_AND_CREATE_TOPIC,
-                {
-                    "topic": "Plain",
-                    "defaultTopic": "TBW102",
-                    "readQueueNums": "4",
-                    "writeQueueNums": "4",
-                    "perm": "6",
-                    "topicFilterType": "SINGLE_TAG",
-                    "topicSysFlag": "0",
-                    "order": "false",
-                },
-            )
-        )
-        assert created.code == ResponseCode.SUCCESS, created.remark
+        started.create_topic("Plain", 4)
         yield started
 
 

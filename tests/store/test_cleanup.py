@@ -241,3 +241,23 @@ def test_a_segment_goes_only_once_it_is_dispatched(tmp_path: Path) -> None:
         await wait_dispatched(store, "C", 0, COUNT // QUEUES + 1)
 
     run(tmp_path, scenario, delete_when=ALL_HOURS, file_reserved_time=0)
+
+
+def test_no_segment_at_or_above_a_reader_s_floor_goes_even_forcibly(tmp_path: Path) -> None:
+    """A commit_log_floors hook (the timer service's: the lowest CommitLog offset a pending
+    timer message is read from) keeps its segment and the newer ones, expired or not, on a full
+    disk too; once it moves on, they go."""
+    starts = asyncio.run(fill(tmp_path))
+    age_segments(tmp_path, starts, hours=80)
+    floor: list[int | None] = [starts[1] + 10]
+
+    async def scenario(store: MessageStore) -> None:
+        store.commit_log_floors.append(lambda: floor[0])
+        store.cleanup.disk_usage = lambda path: 0.93  # forcibly: every segment but the newest
+        for _ in range(3):
+            await store.cleanup.run_once()
+        assert store.min_phy_offset == starts[1]
+        floor[0] = None  # nothing pending
+        await until(lambda: store.min_phy_offset == starts[-1], "the rest to go")
+
+    run(tmp_path, scenario, delete_when=ALL_HOURS)

@@ -88,6 +88,33 @@ def test_waiters_are_released_by_the_flush_that_covers_them() -> None:
     assert disk.threads == {"store-group-commit"}
 
 
+def test_a_put_nobody_waits_for_during_a_flush_gets_a_flush_of_its_own() -> None:
+    """WAIT=false puts (the timer's and the schedule's deliveries) wake the group commit while
+    a round is under way: another round follows, though no waiter asks for it, or they stay
+    unflushed, so undispatched and unseen by consumers, until some later put."""
+    disk = Disk()
+    flushed: list[int] = []
+
+    async def run() -> None:
+        commit = disk.group_commit(flushed.append)
+        commit.start()
+        disk.stalled.clear()
+        disk.end = 100
+        commit.wake()
+        assert await asyncio.to_thread(disk.started.wait, 5)
+        disk.end = 200  # appended while the round that planned 100 syncs
+        commit.wake()
+        disk.stalled.set()
+        for _ in range(500):
+            if commit.flushed_offset == 200:
+                break
+            await asyncio.sleep(0.01)
+        assert flushed == [100, 200] and disk.syncs == 2
+        await commit.stop()
+
+    uvloop.run(run())
+
+
 def test_a_stalled_flush_times_waiters_out_and_a_later_one_releases_the_rest() -> None:
     disk = Disk()
 

@@ -212,3 +212,61 @@ def test_an_rocketmq_unit_reads_back(tmp_path: Path) -> None:
     assert log.append(unit) == 0
     assert log.unit_at(0) == unit
     log.close()
+
+
+def _deliver_until(timers: TimerStore, now_ms: int) -> None:
+    timers.move_write_time(now_ms)
+    while timers.due_slot() is not None:
+        timers.advance()
+
+
+def test_delivered_timer_log_files_go_and_those_with_pending_units_stay(tmp_path: Path) -> None:
+    timers = _open(tmp_path)  # 4096-byte files: 78 units each
+    _recover(timers)
+    timers.enqueue(500, 100, NOW + 20_000, "T", 0)  # due long after the rest, in the first file
+    for i in range(1, 300):
+        timers.enqueue(500 + i, 100, NOW + 1000 + i % 5 * 1000, "T", i)
+    assert len(timers.log.files.files) == 4
+    assert timers.commit_log_floor() == 500
+    _deliver_until(timers, NOW + 10_000)  # all but the first unit
+    assert timers.drop_delivered_files() == []  # the first file holds that one
+    assert timers.commit_log_floor() == 500
+    timers.close()
+
+    again = _open(tmp_path)
+    _recover(again, NOW + 10_500)
+    assert again.commit_log_floor() == 500  # found again by recovery's walk
+    _deliver_until(again, NOW + 30_000)
+    assert again.commit_log_floor() is None  # nothing pending
+    dropped = again.drop_delivered_files()
+    assert [f.file_from_offset for f in dropped] == [0, 4096, 8192]  # never the last
+    for f in dropped:
+        f.destroy()
+    assert sorted(p.name for p in (tmp_path / "timerlog").iterdir()) == [f"{12288:020d}"]
+    again.enqueue(900, 100, NOW + 40_000, "T", 300)
+    assert again.commit_log_floor() == 900
+    again.close()
+
+    third = _open(tmp_path)  # a log that starts past its deleted files recovers as before
+    _recover(third, NOW + 30_500)
+    assert third.queue_offset == 901
+    assert [u.phy_offset for _, u in third.units_of(NOW + 40_000)] == [900]
+    assert third.commit_log_floor() == 900
+    third.close()
+
+
+def test_a_delete_marker_s_unit_carries_rocketmq_s_delete_magic(tmp_path: Path) -> None:
+    timers = _open(tmp_path)
+    _recover(timers)
+    timers.enqueue(7, 100, NOW + 1000, "T", 0)
+    timers.enqueue(8, 100, NOW + 1000, "T", 1, delete=True)
+    timers.enqueue(9, 100, NOW + 3 * 86_400_000, "T", 2, delete=True)  # beyond the window
+    timers.close()
+    again = _open(tmp_path)
+    _recover(again)
+    (_, kept), (_, marker) = again.units_of(NOW + 1000)
+    assert (kept.magic, kept.deletes) == (MAGIC_DEFAULT, False)
+    assert (marker.magic, marker.deletes) == (MAGIC_DEFAULT | 4, True)
+    rolling = again.log.unit_at(2 * UNIT_SIZE)
+    assert rolling is not None and rolling.rolls and not rolling.deletes  # moved on, as any roll
+    again.close()

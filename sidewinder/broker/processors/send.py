@@ -17,12 +17,16 @@ from sidewinder.broker.processors.send_check import FAQ, NOT_ALLOWED_SEND_TOPICS
 from sidewinder.broker.schedule import schedule_for_delay
 from sidewinder.broker.timer import (
     TIMER_MARK,
-    TIMER_TOPIC,
     TimerRefusal,
     TimerSettings,
     timer_for_send,
 )
-from sidewinder.broker.topics import RETRY_GROUP_TOPIC_PREFIX, TopicTable, topic_name_problem
+from sidewinder.broker.topics import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    TIMER_TOPIC,
+    TopicTable,
+    topic_name_problem,
+)
 from sidewinder.broker.transactions import to_half
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand

@@ -310,7 +310,9 @@ class SendLane:
         after the chunk's sends before it: `process` is to store it in the next segment (a
         batch stays in one, as in RocketMQ) and, to keep their order, the rest of the chunk."""
         topic = self._target(fields)
-        if topic is None:
+        # `_target` reads the batch's own properties; a timer message's are its own, in the
+        # body: `process` diverts each into the timer topic (a match in a body is only slower).
+        if topic is None or b"TIMER_DEL" in body:
             return False
         batch = self._batch(body, topic, fields, born)
         if batch is None:

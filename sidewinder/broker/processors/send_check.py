@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from sidewinder.broker.config import PERM_WRITE, BrokerConfig
 from sidewinder.broker.topics import (
     RETRY_GROUP_TOPIC_PREFIX,
+    TIMER_TOPIC,
     TopicConfig,
     TopicTable,
     topic_name_problem,
@@ -36,6 +37,8 @@ NOT_ALLOWED_SEND_TOPICS = frozenset(
         "TRANS_CHECK_MAX_TIME_TOPIC",
         "SELF_TEST_TOPIC",
         "OFFSET_MOVED_EVENT",
+        # RocketMQ 5 takes sends to it; what it holds decides deliveries to any topic.
+        TIMER_TOPIC,
     }
 )
 
