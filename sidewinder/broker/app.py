@@ -15,12 +15,14 @@ import structlog
 from sidewinder.broker.clients import Clients, ConsumerGroup
 from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
+from sidewinder.broker.ha.master import HAMaster, HASettings
 from sidewinder.broker.long_polling import PullHolds
 from sidewinder.broker.metrics import BrokerMetrics, BrokerSources
 from sidewinder.broker.offsets import ConsumerOffsets
 from sidewinder.broker.processors.admin_config import BrokerConfigAdmin
 from sidewinder.broker.processors.admin_groups import GroupAdmin
 from sidewinder.broker.processors.admin_maintenance import Maintenance
+from sidewinder.broker.processors.admin_replication import ReplicationAdmin
 from sidewinder.broker.processors.admin_stats import StatsAdmin
 from sidewinder.broker.processors.admin_topics import TopicAdmin
 from sidewinder.broker.processors.client_calls import ClientCallsProcessor
@@ -47,6 +49,7 @@ from sidewinder.remoting.connection import Connection
 from sidewinder.remoting.dispatch import ProcessorTable
 from sidewinder.remoting.latency import RpcLatency, Timed
 from sidewinder.remoting.server import RemotingServer
+from sidewinder.store.config import BrokerRole
 from sidewinder.store.dispatchers import parse_delay_levels
 from sidewinder.store.message_store import MessageStore
 from sidewinder.store.timer_store import TimerStore
@@ -95,6 +98,10 @@ class BrokerApp:
         self.clients = Clients(self._notify_ids_changed)
         self.holds = PullHolds()
         self.store.arrival_listeners.append(self.holds.arrived)
+        self.ha_master: HAMaster | None = None
+        if config.store.broker_role is not BrokerRole.SLAVE:
+            self.ha_master = HAMaster(self.store, HASettings.from_store(config.store))
+            self.store.append_listeners.append(self.ha_master.appended)
         self.outbound = RemotingClient()
         self.registration = Registration(config, self.topics, self.outbound)
         self.transactions = Transactions(config, self.store, self.topics, self.clients)
@@ -159,6 +166,7 @@ class BrokerApp:
                 self.groups, self.offsets, self.clients, metadata_saved=self._metadata_saved
             ),
             stats=StatsAdmin(config, self.store, self.topics, self.offsets, self.clients),
+            replication=ReplicationAdmin(self.offsets, self.schedule),
             config=BrokerConfigAdmin(
                 config,
                 conf_path or config.store.store_path_root_dir / "config" / "broker.properties",
@@ -217,6 +225,9 @@ class BrokerApp:
         self.timer.start()
         await self.server.start(host)
         await self.fast_server.start(host)
+        if self.ha_master is not None:
+            # As RocketMQ's BrokerStartup: the HA port is listenPort + 1, whatever the file says.
+            await self.ha_master.start(host, self.config.ha_port)
         await self.registration.register_all()
         self.registration.start()
         if self.metrics is not None:
@@ -311,6 +322,8 @@ class BrokerApp:
         await asyncio.sleep(0)
         await self.server.stop()
         await self.fast_server.stop()
+        if self.ha_master is not None:
+            await self.ha_master.stop()
         if self._persisting is not None:
             await asyncio.gather(self._persisting, return_exceptions=True)
         loop = asyncio.get_running_loop()

@@ -138,6 +138,17 @@ class BrokerConfig(BaseModel):
         return f"{self.broker_ip1}:{self.server.listen_port}"
 
     @property
+    def ha_port(self) -> int:
+        """Where a master listens for slaves: listenPort + 1, as RocketMQ's BrokerStartup sets
+        it whatever haListenPort says (listenPort 0, a test's, gives an ephemeral one)."""
+        port = self.server.listen_port
+        return port + 1 if port else 0
+
+    @property
+    def ha_server_addr(self) -> str:
+        return f"{self.broker_ip2 or self.broker_ip1}:{self.ha_port}"
+
+    @property
     def namesrv_addrs(self) -> list[str]:
         return [a.strip() for a in (self.namesrv_addr or "").split(";") if a.strip()]
 

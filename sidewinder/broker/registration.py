@@ -47,8 +47,7 @@ class Registration:
             broker_name=self.config.broker_name,
             broker_addr=self.config.broker_addr,
             cluster_name=self.config.broker_cluster_name,
-            ha_server_addr=f"{self.config.broker_ip2 or self.config.broker_ip1}:"
-            f"{self.config.server.listen_port + 1}",
+            ha_server_addr=self.config.ha_server_addr,
             broker_id=self.config.broker_id,
             compressed=self.config.compressed_register,
             body_crc32=zlib.crc32(data) & 0x7FFFFFFF,

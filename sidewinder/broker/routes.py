@@ -12,6 +12,7 @@ from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.processors.admin_config import BrokerConfigAdmin
 from sidewinder.broker.processors.admin_groups import GroupAdmin
 from sidewinder.broker.processors.admin_maintenance import Maintenance
+from sidewinder.broker.processors.admin_replication import ReplicationAdmin
 from sidewinder.broker.processors.admin_stats import StatsAdmin
 from sidewinder.broker.processors.admin_topics import TopicAdmin
 from sidewinder.broker.processors.client_calls import ClientCallsProcessor
@@ -38,6 +39,7 @@ class AdminHandlers:
     stats: StatsAdmin
     config: BrokerConfigAdmin
     maintenance: Maintenance
+    replication: ReplicationAdmin
 
 
 def admin_codes(admin: AdminHandlers) -> dict[int, Handler]:
@@ -66,6 +68,8 @@ def admin_codes(admin: AdminHandlers) -> dict[int, Handler]:
         R.DELETE_EXPIRED_COMMITLOG: maintenance.delete_expired_commit_log,
         R.CLEAN_UNUSED_TOPIC: maintenance.clean_unused_topics,
         R.QUERY_CONSUME_QUEUE: maintenance.query_consume_queue,
+        R.GET_ALL_CONSUMER_OFFSET: admin.replication.all_consumer_offsets,
+        R.GET_ALL_DELAY_OFFSET: admin.replication.all_delay_offsets,
     }
 
 

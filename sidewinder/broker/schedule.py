@@ -13,6 +13,7 @@ import contextlib
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -79,8 +80,11 @@ class ScheduleService:
         if saved:
             self.offsets = {int(k): int(v) for k, v in (saved.get("offsetTable") or {}).items()}
 
+    def to_json(self) -> dict[str, Any]:
+        return {"offsetTable": dict(sorted(self.offsets.items()))}
+
     def persist(self) -> None:
-        self.file.persist_json({"offsetTable": dict(sorted(self.offsets.items()))})
+        self.file.persist_json(self.to_json())
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()

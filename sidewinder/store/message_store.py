@@ -203,6 +203,9 @@ class MessageStore:
         self._cleanup_task: asyncio.Task[None] | None = None
         self._dispatch_task: asyncio.Task[None] | None = None
         self.arrival_listeners: list[ArrivalListener] = []
+        # Called once per append call (a received chunk of sends), after the bytes are in the
+        # CommitLog: replication wakes its senders here.
+        self.append_listeners: list[Callable[[], None]] = []
         self.running = False
         self.crashed_last_time = False
         self.dispatch_error: BaseException | None = None
@@ -391,6 +394,8 @@ class MessageStore:
                 self.group_commit.wake()
             else:
                 self._dispatch_wakeup.set()
+            for listener in self.append_listeners:
+                listener()
             stored = messages if len(phys) == len(messages) else messages[: len(phys)]
             size = count = 0
             for message in stored:
@@ -448,6 +453,8 @@ class MessageStore:
             self.group_commit.wake()  # WAIT=false puts too: flushed soon, not waited for
         else:
             self._dispatch_wakeup.set()
+        for listener in self.append_listeners:
+            listener()
         return PutResult(PutStatus.PUT_OK, append)
 
     async def _await_flush(self, result: PutResult) -> PutResult:
@@ -675,6 +682,22 @@ class MessageStore:
             )
         self.stats.record_get(len(result.messages), (time.perf_counter() - started) * 1000)
         return result
+
+    def commit_log_data(self, phy_offset: int, max_bytes: int) -> bytes | None:
+        """A copy of up to `max_bytes` of the CommitLog from `phy_offset`, within its segment
+        and what readers may see (what a master streams to its slave: RocketMQ's
+        getCommitLogData); None when nothing is there yet or the segment is gone."""
+        segment = self.commit_log.files.find(phy_offset)
+        if segment is None:
+            return None
+        start = phy_offset - segment.file_from_offset
+        end = min(segment.read_position, start + max_bytes)
+        if end <= start:
+            return None
+        try:
+            return bytes(segment.buffer[start:end])
+        except ValueError:  # cleanup unmapped it meanwhile
+            return None
 
     def record_bytes(self, phy_offset: int, size: int) -> memoryview | None:
         """The stored record at `phy_offset` as a view of mapped memory (for replies)."""
