@@ -15,7 +15,8 @@ import structlog
 from sidewinder.broker.clients import Clients, ConsumerGroup
 from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
-from sidewinder.broker.ha.master import HAMaster, HASettings
+from sidewinder.broker.ha.metadata_sync import SlaveTables
+from sidewinder.broker.ha.replication import Replication
 from sidewinder.broker.long_polling import PullHolds
 from sidewinder.broker.metrics import BrokerMetrics, BrokerSources
 from sidewinder.broker.offsets import ConsumerOffsets
@@ -49,7 +50,6 @@ from sidewinder.remoting.connection import Connection
 from sidewinder.remoting.dispatch import ProcessorTable
 from sidewinder.remoting.latency import RpcLatency, Timed
 from sidewinder.remoting.server import RemotingServer
-from sidewinder.store.config import BrokerRole
 from sidewinder.store.dispatchers import parse_delay_levels
 from sidewinder.store.message_store import MessageStore
 from sidewinder.store.timer_store import TimerStore
@@ -98,15 +98,19 @@ class BrokerApp:
         self.clients = Clients(self._notify_ids_changed)
         self.holds = PullHolds()
         self.store.arrival_listeners.append(self.holds.arrived)
-        self.ha_master: HAMaster | None = None
-        if config.store.broker_role is not BrokerRole.SLAVE:
-            self.ha_master = HAMaster(self.store, HASettings.from_store(config.store))
-            self.store.append_listeners.append(self.ha_master.appended)
         self.outbound = RemotingClient()
         self.registration = Registration(config, self.topics, self.outbound)
         self.transactions = Transactions(config, self.store, self.topics, self.clients)
         levels = parse_delay_levels(config.store.message_delay_level)
         self.schedule = ScheduleService(self.store, config_dir, levels)
+        self.replication = Replication(
+            config,
+            self.store,
+            self.registration,
+            self.outbound,
+            SlaveTables(self.topics, self.groups, self.offsets, self.schedule),
+            persist=self._persist_tables,
+        )
         self.timer = TimerService(
             self.store,
             TimerStore(
@@ -219,15 +223,15 @@ class BrokerApp:
         self.transactions.ensure_topics()
         await self.store.start()
         self.transactions.load()
-        self.transactions.start()
-        self.schedule.start()
         await self.timer.load()
-        self.timer.start()
+        if not self.replication.is_slave:
+            # What writes to the store on its own runs on a master only, as in RocketMQ.
+            self.transactions.start()
+            self.schedule.start()
+            self.timer.start()
         await self.server.start(host)
         await self.fast_server.start(host)
-        if self.ha_master is not None:
-            # As RocketMQ's BrokerStartup: the HA port is listenPort + 1, whatever the file says.
-            await self.ha_master.start(host, self.config.ha_port)
+        await self.replication.start(host)
         await self.registration.register_all()
         self.registration.start()
         if self.metrics is not None:
@@ -261,6 +265,13 @@ class BrokerApp:
 
     async def _scan_clients(self) -> None:
         self.clients.expire(time.monotonic())
+
+    async def _persist_tables(self) -> None:
+        """Write topics, groups, offsets and delay offsets (a slave, after copying its
+        master's)."""
+        loop = asyncio.get_running_loop()
+        for table in (self.topics, self.groups, self.offsets, self.schedule):
+            await loop.run_in_executor(None, table.persist)
 
     def _notify_ids_changed(self, group: ConsumerGroup) -> None:
         if not self.config.notify_consumer_ids_changed_enable:
@@ -322,8 +333,7 @@ class BrokerApp:
         await asyncio.sleep(0)
         await self.server.stop()
         await self.fast_server.stop()
-        if self.ha_master is not None:
-            await self.ha_master.stop()
+        await self.replication.stop()
         if self._persisting is not None:
             await asyncio.gather(self._persisting, return_exceptions=True)
         loop = asyncio.get_running_loop()

@@ -78,7 +78,12 @@ class ScheduleService:
     def load(self) -> None:
         saved = self.file.load_json()
         if saved:
-            self.offsets = {int(k): int(v) for k, v in (saved.get("offsetTable") or {}).items()}
+            self.mirror(saved)
+
+    def mirror(self, saved: dict[str, Any]) -> None:
+        """Take the delay levels' offsets from `saved` (the file's shape; a slave's copy of its
+        master's GET_ALL_DELAY_OFFSET)."""
+        self.offsets = {int(k): int(v) for k, v in (saved.get("offsetTable") or {}).items()}
 
     def to_json(self) -> dict[str, Any]:
         return {"offsetTable": dict(sorted(self.offsets.items()))}

@@ -82,8 +82,8 @@ def test_the_master_streams_its_commit_log_from_the_slaves_offset(
 ) -> None:
     for n in range(20):
         _send(broker, b"x" * 300 + str(n).encode())
-    assert broker.app is not None and broker.app.ha_master is not None
-    slave = FakeSlave(broker.app.ha_master.port)
+    assert broker.app is not None and broker.app.replication.master is not None
+    slave = FakeSlave(broker.app.replication.master.port)
     try:
         slave.report(0)
         top = broker.app.store.max_phy_offset
@@ -103,10 +103,10 @@ def test_the_master_streams_its_commit_log_from_the_slaves_offset(
 def test_a_slave_that_has_a_prefix_gets_the_rest(broker: InProcessBroker) -> None:
     for n in range(10):
         _send(broker, b"y" * 100 + str(n).encode())
-    assert broker.app is not None and broker.app.ha_master is not None
+    assert broker.app is not None and broker.app.replication.master is not None
     whole = _commit_log(broker)
     half = len(whole) // 2
-    slave = FakeSlave(broker.app.ha_master.port)
+    slave = FakeSlave(broker.app.replication.master.port)
     try:
         slave.report(half)
         frames = [f for f in slave.read_until(len(whole)) if f[1]]
@@ -118,9 +118,9 @@ def test_a_slave_that_has_a_prefix_gets_the_rest(broker: InProcessBroker) -> Non
 
 def test_an_idle_master_sends_heartbeats_naming_the_next_offset(broker: InProcessBroker) -> None:
     _send(broker, b"one")
-    assert broker.app is not None and broker.app.ha_master is not None
+    assert broker.app is not None and broker.app.replication.master is not None
     top = broker.app.store.max_phy_offset
-    slave = FakeSlave(broker.app.ha_master.port)
+    slave = FakeSlave(broker.app.replication.master.port)
     try:
         slave.report(top)
         frames = slave.read_until(top, timeout_s=3)
@@ -131,8 +131,8 @@ def test_an_idle_master_sends_heartbeats_naming_the_next_offset(broker: InProces
 
 def test_reports_confirm_replication_and_release_waiters(broker: InProcessBroker) -> None:
     _send(broker, b"wait for me")
-    assert broker.app is not None and broker.app.ha_master is not None
-    master = broker.app.ha_master
+    assert broker.app is not None and broker.app.replication.master is not None
+    master = broker.app.replication.master
     top = broker.app.store.max_phy_offset
 
     async def waiters() -> tuple[asyncio.Future[bool], asyncio.Future[bool]]:
@@ -163,9 +163,9 @@ async def _slave_ok(master: object) -> bool:
 
 def test_a_slave_reporting_past_the_masters_end_is_dropped(broker: InProcessBroker) -> None:
     _send(broker, b"short")
-    assert broker.app is not None and broker.app.ha_master is not None
+    assert broker.app is not None and broker.app.replication.master is not None
     top = broker.app.store.max_phy_offset
-    slave = FakeSlave(broker.app.ha_master.port)
+    slave = FakeSlave(broker.app.replication.master.port)
     try:
         slave.report(0)
         slave.read_until(top)
