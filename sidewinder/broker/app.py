@@ -15,6 +15,8 @@ import structlog
 from sidewinder.broker.clients import Clients, ConsumerGroup
 from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
+from sidewinder.broker.ha.metadata_sync import SlaveTables
+from sidewinder.broker.ha.replication import Replication
 from sidewinder.broker.long_polling import PullHolds
 from sidewinder.broker.metrics import BrokerMetrics, BrokerSources
 from sidewinder.broker.offsets import ConsumerOffsets
@@ -22,6 +24,7 @@ from sidewinder.broker.processors.admin_acl import AclAdmin
 from sidewinder.broker.processors.admin_config import BrokerConfigAdmin
 from sidewinder.broker.processors.admin_groups import GroupAdmin
 from sidewinder.broker.processors.admin_maintenance import Maintenance
+from sidewinder.broker.processors.admin_replication import ReplicationAdmin
 from sidewinder.broker.processors.admin_stats import StatsAdmin
 from sidewinder.broker.processors.admin_topics import TopicAdmin
 from sidewinder.broker.processors.client_calls import ClientCallsProcessor
@@ -102,6 +105,14 @@ class BrokerApp:
         self.transactions = Transactions(config, self.store, self.topics, self.clients)
         levels = parse_delay_levels(config.store.message_delay_level)
         self.schedule = ScheduleService(self.store, config_dir, levels)
+        self.replication = Replication(
+            config,
+            self.store,
+            self.registration,
+            self.outbound,
+            SlaveTables(self.topics, self.groups, self.offsets, self.schedule),
+            persist=self._persist_tables,
+        )
         self.timer = TimerService(
             self.store,
             TimerStore(
@@ -181,6 +192,7 @@ class BrokerApp:
                 self.clients,
                 self.stats,
             ),
+            replication=ReplicationAdmin(self.offsets, self.schedule),
             config=BrokerConfigAdmin(
                 config,
                 conf_path or config.store.store_path_root_dir / "config" / "broker.properties",
@@ -234,12 +246,15 @@ class BrokerApp:
         self.transactions.ensure_topics()
         await self.store.start()
         self.transactions.load()
-        self.transactions.start()
-        self.schedule.start()
         await self.timer.load()
-        self.timer.start()
+        if not self.replication.is_slave:
+            # What writes to the store on its own runs on a master only, as in RocketMQ.
+            self.transactions.start()
+            self.schedule.start()
+            self.timer.start()
         await self.server.start(host)
         await self.fast_server.start(host)
+        await self.replication.start(host)
         await self.registration.register_all()
         self.registration.start()
         if self.metrics is not None:
@@ -280,6 +295,13 @@ class BrokerApp:
 
     async def _scan_clients(self) -> None:
         self.clients.expire(time.monotonic())
+
+    async def _persist_tables(self) -> None:
+        """Write topics, groups, offsets and delay offsets (a slave, after copying its
+        master's)."""
+        loop = asyncio.get_running_loop()
+        for table in (self.topics, self.groups, self.offsets, self.schedule):
+            await loop.run_in_executor(None, table.persist)
 
     def _notify_ids_changed(self, group: ConsumerGroup) -> None:
         if not self.config.notify_consumer_ids_changed_enable:
@@ -341,6 +363,7 @@ class BrokerApp:
         await asyncio.sleep(0)
         await self.server.stop()
         await self.fast_server.stop()
+        await self.replication.stop()
         if self._persisting is not None:
             await asyncio.gather(self._persisting, return_exceptions=True)
         loop = asyncio.get_running_loop()

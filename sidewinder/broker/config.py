@@ -138,6 +138,17 @@ class BrokerConfig(BaseModel):
         return f"{self.broker_ip1}:{self.server.listen_port}"
 
     @property
+    def ha_port(self) -> int:
+        """Where a master listens for slaves: listenPort + 1, as RocketMQ's BrokerStartup sets
+        it whatever haListenPort says (listenPort 0, a test's, gives an ephemeral one)."""
+        port = self.server.listen_port
+        return port + 1 if port else 0
+
+    @property
+    def ha_server_addr(self) -> str:
+        return f"{self.broker_ip2 or self.broker_ip1}:{self.ha_port}"
+
+    @property
     def namesrv_addrs(self) -> list[str]:
         return [a.strip() for a in (self.namesrv_addr or "").split(";") if a.strip()]
 
@@ -157,7 +168,6 @@ class BrokerConfig(BaseModel):
 # break the promise silently (a "slave" taking sends, a "SYNC_MASTER" acknowledging what no
 # slave has, a broker with no access control), so the broker refuses to start instead.
 _UNSUPPORTED = {
-    ("brokerRole", "SLAVE"): "replication (a slave broker)",
     ("brokerRole", "SYNC_MASTER"): "synchronous replication to a slave",
     ("aclEnable", "TRUE"): "access control (ACL)",
 }

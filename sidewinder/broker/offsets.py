@@ -21,8 +21,13 @@ class ConsumerOffsets:
     def load(self) -> None:
         saved = self.file.load_json()
         if saved:
-            for key, queues in (saved.get("offsetTable") or {}).items():
-                self.table[key] = {int(q): int(o) for q, o in queues.items()}
+            self.merge(saved)
+
+    def merge(self, saved: dict[str, Any]) -> None:
+        """Take every offset in `saved` (the file's shape, or a master's GET_ALL_CONSUMER_OFFSET
+        body: a slave keeps its own for groups the master no longer lists, as RocketMQ does)."""
+        for key, queues in (saved.get("offsetTable") or {}).items():
+            self.table[key] = {int(q): int(o) for q, o in queues.items()}
 
     def persist(self) -> None:
         """Write consumerOffset.json (integer queue ids as fastjson writes them). Blocking."""

@@ -14,7 +14,11 @@ from sidewinder.broker.topics import TopicTable
 from sidewinder.common.service import cancel_and_wait
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
-from sidewinder.protocol.headers import BrokerIdentityHeader, RegisterBrokerRequestHeader
+from sidewinder.protocol.headers import (
+    BrokerIdentityHeader,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+)
 from sidewinder.protocol.register_body import encode_register_body
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.connection import RemotingError
@@ -29,6 +33,9 @@ class Registration:
         self.client = client
         self._task: asyncio.Task[None] | None = None
         self.registered: dict[str, bool] = {}
+        # What the name servers answer a slave: its master's remoting and HA addresses.
+        self.master_addr: str | None = None
+        self.master_ha_addr: str | None = None
 
     def _body(self) -> bytes:
         wrapper = self.topics.to_json()
@@ -48,8 +55,7 @@ class Registration:
             broker_name=self.config.broker_name,
             broker_addr=self.config.broker_addr,
             cluster_name=self.config.broker_cluster_name,
-            ha_server_addr=f"{self.config.broker_ip2 or self.config.broker_ip1}:"
-            f"{self.config.server.listen_port + 1}",
+            ha_server_addr=self.config.ha_server_addr,
             broker_id=self.config.broker_id,
             compressed=self.config.compressed_register,
             body_crc32=zlib.crc32(data) & 0x7FFFFFFF,
@@ -70,6 +76,10 @@ class Registration:
             log.warning("broker.register_failed", namesrv=addr, error=str(exc))
             return
         ok = reply.code == ResponseCode.SUCCESS
+        if ok and self.config.broker_id != 0:
+            answer = RegisterBrokerResponseHeader.from_ext(reply.ext_fields)
+            self.master_addr = answer.master_addr or None
+            self.master_ha_addr = answer.ha_server_addr or None
         if not ok:
             log.warning(
                 "broker.register_refused", namesrv=addr, code=reply.code, remark=reply.remark

@@ -13,6 +13,7 @@ from sidewinder.broker.processors.admin_acl import AclAdmin
 from sidewinder.broker.processors.admin_config import BrokerConfigAdmin
 from sidewinder.broker.processors.admin_groups import GroupAdmin
 from sidewinder.broker.processors.admin_maintenance import Maintenance
+from sidewinder.broker.processors.admin_replication import ReplicationAdmin
 from sidewinder.broker.processors.admin_stats import StatsAdmin
 from sidewinder.broker.processors.admin_topics import TopicAdmin
 from sidewinder.broker.processors.client_calls import ClientCallsProcessor
@@ -40,6 +41,7 @@ class AdminHandlers:
     config: BrokerConfigAdmin
     maintenance: Maintenance
     acl: AclAdmin
+    replication: ReplicationAdmin
 
 
 def admin_codes(admin: AdminHandlers) -> dict[int, Handler]:
@@ -74,6 +76,8 @@ def admin_codes(admin: AdminHandlers) -> dict[int, Handler]:
         R.DELETE_ACL_CONFIG: acl.delete_access_config,
         R.GET_BROKER_CLUSTER_ACL_INFO: acl.acl_config_version,
         R.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl.update_global_white_addrs,
+        R.GET_ALL_CONSUMER_OFFSET: admin.replication.all_consumer_offsets,
+        R.GET_ALL_DELAY_OFFSET: admin.replication.all_delay_offsets,
     }
 
 

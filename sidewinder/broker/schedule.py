@@ -12,6 +12,7 @@ import asyncio
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -77,10 +78,18 @@ class ScheduleService:
     def load(self) -> None:
         saved = self.file.load_json()
         if saved:
-            self.offsets = {int(k): int(v) for k, v in (saved.get("offsetTable") or {}).items()}
+            self.mirror(saved)
+
+    def mirror(self, saved: dict[str, Any]) -> None:
+        """Take the delay levels' offsets from `saved` (the file's shape; a slave's copy of its
+        master's GET_ALL_DELAY_OFFSET)."""
+        self.offsets = {int(k): int(v) for k, v in (saved.get("offsetTable") or {}).items()}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"offsetTable": dict(sorted(self.offsets.items()))}
 
     def persist(self) -> None:
-        self.file.persist_json({"offsetTable": dict(sorted(self.offsets.items()))})
+        self.file.persist_json(self.to_json())
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()

@@ -227,7 +227,10 @@ class TimerService:
         self.cancelled = 0  # messages a delete marker cancelled
         self._loaded = False
         store.arrival_listeners.append(self._on_arrival)
-        store.commit_log_floors.append(self._commit_log_floor)
+        if not store.is_slave:
+            # A slave's timer does not run (its master delivers): its timer-topic entries are
+            # never taken, and a floor on them would keep its CommitLog for ever.
+            store.commit_log_floors.append(self._commit_log_floor)
 
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
         if topic == TIMER_TOPIC:

@@ -155,6 +155,19 @@ class TopicTable:
                 self.topics[name] = TopicConfig.from_json(value)
             self.data_version = DataVersion.from_json(saved.get("dataVersion"))
 
+    def mirror(self, master: dict[str, Any]) -> bool:
+        """A slave takes its master's table whole (GET_ALL_TOPIC_CONFIG's body) when its data
+        version differs; True when it changed."""
+        version = DataVersion.from_json(master.get("dataVersion"))
+        if version.to_json() == self.data_version.to_json():
+            return False
+        self.topics = {
+            name: TopicConfig.from_json(value)
+            for name, value in (master.get("topicConfigTable") or {}).items()
+        }
+        self.data_version = version
+        return True
+
     def to_json(self) -> dict[str, Any]:
         return {
             "dataVersion": self.data_version.to_json(),

@@ -91,6 +91,13 @@ def _blank_tail_at(view: memoryview, position: int, segment_size: int) -> bool:
 _MIN_STAGING = 1 << 20
 
 
+_SIZE_AND_MAGIC = struct.Struct(">ii")
+
+
+class ReplicationError(ValueError):
+    """Bytes from a master that do not continue this CommitLog where it ends."""
+
+
 class CommitLog:
     def __init__(
         self,
@@ -504,6 +511,51 @@ class CommitLog:
     @property
     def max_offset(self) -> int:
         return self.files.max_offset
+
+    # -- replication ----------------------------------------------------------------------------
+    def append_replicated(self, offset: int, data: bytes) -> None:
+        """Write CommitLog bytes a master sent, at `offset`, which must be where this log ends
+        (RocketMQ's appendData on a slave). The bytes need not end on a record: a master cuts
+        its frames anywhere within a segment, never across one. An empty log starts at the
+        segment holding `offset`, as a new slave's starts at its master's last segment."""
+        size = self.files.file_size
+        if self.files.files and offset != self.max_offset:
+            raise ReplicationError(
+                f"master sent offset {offset}; this CommitLog ends at {self.max_offset}"
+            )
+        target = self.files.writable_file(start_offset=offset - offset % size)
+        position = offset - target.file_from_offset
+        if position != target.wrote_position or position + len(data) > size:
+            raise ReplicationError(
+                f"master sent {len(data)} bytes at {offset}: segment {target.file_from_offset} "
+                f"has {target.wrote_position} written of {size}"
+            )
+        if data:
+            target.write_at(memoryview(data), position)
+        target.wrote_position = position + len(data)
+
+    def whole_records_end(self, from_offset: int) -> int:
+        """The end of the whole records from `from_offset` (a record start) in what was written:
+        a slave's readers see no further than that, since the tail may be a part of a record.
+        A blank record ends its segment once the segment is written to its end."""
+        offset = from_offset
+        while True:
+            segment = self.files.find(offset)
+            if segment is None:
+                return offset
+            position = offset - segment.file_from_offset
+            written = segment.read_position
+            if written - position < 8:
+                return offset
+            total, magic = _SIZE_AND_MAGIC.unpack_from(segment.buffer, position)
+            if magic == BLANK_MAGIC:
+                if written < segment.size:
+                    return offset
+                offset = segment.file_from_offset + segment.size
+                continue
+            if total <= 0 or position + total > written:
+                return offset
+            offset += total
 
     def flush(self) -> int:
         """Make all appends durable; returns the flushed offset. Blocking: run in an executor."""

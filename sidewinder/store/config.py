@@ -114,6 +114,15 @@ class StoreConfig(BaseModel):
     destroy_maped_file_interval_forcibly: int = Field(120_000, ge=0)
     redelete_hanged_file_interval: int = Field(120_000, ge=0)
 
+    # Replication (RocketMQ keeps them in MessageStoreConfig too). BrokerStartup sets the HA
+    # port to listenPort + 1 whatever the file says, and so does our broker.
+    ha_listen_port: int = Field(10912, ge=0, le=65535)
+    ha_master_address: str | None = None
+    ha_send_heartbeat_interval: int = Field(5000, gt=0)
+    ha_housekeeping_interval: int = Field(20_000, gt=0)
+    ha_transfer_batch_size: int = Field(32 * 1024, gt=0, le=4 << 20)
+    ha_slave_fallbehind_max: int = Field(256 << 20, ge=0)
+
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     flush_delay_offset_interval: int = Field(10_000, gt=0)
 

@@ -109,6 +109,10 @@ class MessageStore:
             config.store_path_commit_log, f"{owner} (storePathRootDir {root})"
         )
         self.sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        self.is_slave = config.broker_role is BrokerRole.SLAVE
+        # A slave's CommitLog may end inside a record its master has not finished sending;
+        # readers and dispatch see only the whole records before it.
+        self.replicated_end = 0
         # RocketMQ uses the pool only for an ASYNC_FLUSH master, and ignores it otherwise.
         self.pool = (
             TransientStorePool(config.transient_store_pool_size, config.mapped_file_size_commit_log)
@@ -208,6 +212,9 @@ class MessageStore:
         self._cleanup_task: asyncio.Task[None] | None = None
         self._dispatch_task: asyncio.Task[None] | None = None
         self.arrival_listeners: list[ArrivalListener] = []
+        # Called once per append call (a received chunk of sends), after the bytes are in the
+        # CommitLog: replication wakes its senders here.
+        self.append_listeners: list[Callable[[], None]] = []
         self.running = False
         self.crashed_last_time = False
         self.dispatch_error: BaseException | None = None
@@ -244,6 +251,7 @@ class MessageStore:
             self.markers.release()
             raise
         self.group_commit.flushed_offset = self.commit_log.max_offset
+        self.replicated_end = self.commit_log.max_offset
         assert self.recovery is not None
         self._queue_offsets_pending = not self.recovery.dispatched_all
         await loop.run_in_executor(self._flush_executor, self._check_disk_at_start)
@@ -402,6 +410,8 @@ class MessageStore:
                 self.group_commit.wake()
             else:
                 self._dispatch_wakeup.set()
+            for listener in self.append_listeners:
+                listener()
             stored = messages if len(phys) == len(messages) else messages[: len(phys)]
             size = count = 0
             for message in stored:
@@ -458,6 +468,8 @@ class MessageStore:
             self.group_commit.wake()  # WAIT=false puts too: flushed soon, not waited for
         else:
             self._dispatch_wakeup.set()
+        for listener in self.append_listeners:
+            listener()
         return PutResult(PutStatus.PUT_OK, append)
 
     async def _await_flush(self, result: PutResult) -> PutResult:
@@ -488,6 +500,8 @@ class MessageStore:
     def _write_failure(self) -> str:
         if not self.running:
             return "the store is not running"
+        if self.is_slave:
+            return "the broker is a slave: it takes messages from its master only"
         error = self._flush_error()
         if error is not None:
             return f"the store is read-only after a disk error: {error}"
@@ -570,10 +584,22 @@ class MessageStore:
     # -- dispatch ------------------------------------------------------------------------------
     @property
     def dispatch_limit(self) -> int:
-        """How far consumers may see: the flushed offset under SYNC_FLUSH, else the end."""
+        """How far consumers may see: the flushed offset under SYNC_FLUSH, else the end (on
+        a slave, the end of the whole records its master sent)."""
+        end = self.replicated_end if self.is_slave else self.commit_log.max_offset
         if self.sync_flush:
-            return min(self.group_commit.flushed_offset, self.commit_log.max_offset)
-        return self.commit_log.max_offset
+            return min(self.group_commit.flushed_offset, end)
+        return end
+
+    def append_replicated(self, offset: int, data: bytes) -> None:
+        """A slave's append of CommitLog bytes from its master, at `offset` (ReplicationError
+        when that is not where the CommitLog ends); dispatch builds the queues from them."""
+        self.commit_log.append_replicated(offset, data)
+        self.replicated_end = self.commit_log.whole_records_end(self.replicated_end)
+        if self.sync_flush:
+            self.group_commit.wake()
+        else:
+            self._dispatch_wakeup.set()
 
     async def _dispatch_loop(self) -> None:
         loop = asyncio.get_running_loop()
@@ -684,6 +710,22 @@ class MessageStore:
             )
         self.stats.record_get(len(result.messages), (time.perf_counter() - started) * 1000)
         return result
+
+    def commit_log_data(self, phy_offset: int, max_bytes: int) -> bytes | None:
+        """A copy of up to `max_bytes` of the CommitLog from `phy_offset`, within its segment
+        and what readers may see (what a master streams to its slave: RocketMQ's
+        getCommitLogData); None when nothing is there yet or the segment is gone."""
+        segment = self.commit_log.files.find(phy_offset)
+        if segment is None:
+            return None
+        start = phy_offset - segment.file_from_offset
+        end = min(segment.read_position, start + max_bytes)
+        if end <= start:
+            return None
+        try:
+            return bytes(segment.buffer[start:end])
+        except ValueError:  # cleanup unmapped it meanwhile
+            return None
 
     def record_bytes(self, phy_offset: int, size: int) -> memoryview | None:
         """The stored record at `phy_offset` as a view of mapped memory (for replies)."""

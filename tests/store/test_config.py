@@ -12,13 +12,7 @@ from sidewinder.store.config import ConfigError, FlushDiskType, StoreConfig
 
 # MessageStoreConfig keys the store section deliberately leaves to other parts, with why.
 NOT_STORE_KEYS = {
-    # master/slave replication: the broker's HA issue
-    "haListenPort",
-    "haHousekeepingInterval",
-    "haMasterAddress",
-    "haSendHeartbeatInterval",
-    "haSlaveFallbehindMax",
-    "haTransferBatchSize",
+    # master/slave replication: the slave side, still to come
     "slaveTimeout",
     "offsetCheckInSlave",
     # DLedger (Raft CommitLog): out of scope for 4.x compatibility
