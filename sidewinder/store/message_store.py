@@ -322,7 +322,9 @@ class MessageStore:
         await self.queue_flush.stop()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._flush_executor, self.commit_log.commit)
-        await loop.run_in_executor(self._dispatch_executor, self.reput.dispatch_all)
+        # A slave's tail may be part of a record: its dispatch stops before it.
+        limit = self.replicated_end if self.is_slave else None
+        await loop.run_in_executor(self._dispatch_executor, self.reput.dispatch_all, None, limit)
         await loop.run_in_executor(self._flush_executor, self._close_files)
         self._flush_executor.shutdown()
         self._dispatch_executor.shutdown()

@@ -169,9 +169,13 @@ class Reput:
                 return records, False
         return records, True
 
-    def dispatch_all(self, progress: Callable[[int], None] | None = None) -> None:
-        """Dispatch everything up to the CommitLog's end (recovery, shutdown)."""
-        limit = self.commit_log.max_offset
+    def dispatch_all(
+        self, progress: Callable[[int], None] | None = None, limit: int | None = None
+    ) -> None:
+        """Dispatch everything up to `limit`, by default the CommitLog's end (recovery,
+        shutdown)."""
+        if limit is None:
+            limit = self.commit_log.max_offset
         while self.offset < limit:
             before = self.offset
             self.dispatch_until(limit)
@@ -196,7 +200,8 @@ def _read_segment(
     stop = min(readable, limit)  # records must end by here
     data = segment.buffer.obj  # the mmap: slicing it gives bytes at once
     while position < readable:
-        if len(records) >= max_records:
+        if len(records) >= max_records or position >= stop:
+            # At the limit: what follows may be a record still being written (a slave's tail).
             return False
         try:
             total, magic, queue_id, queue_offset, phy, sys_flag, store_ts, body_len = unpack(
