@@ -11,6 +11,7 @@ kind, RocketMQ's JVM or ours, beside a running master, registered with the same 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,10 @@ from interop.processes import ManagedProcess, free_port_block, start_until_banne
 from interop.rocketmq import BROKER_MAIN, test_broker_conf, write_properties
 from interop.sidewinder import python_env
 from interop.target import ClusterTarget
+from sidewinder.protocol import body
+from sidewinder.protocol.codes import RequestCode, ResponseCode
+from sidewinder.protocol.command import RemotingCommand
+from sidewinder.remoting.client import SyncRemotingClient
 
 
 class ReplicaBroker:
@@ -87,3 +92,27 @@ class ReplicaBroker:
 
     def kill(self) -> int | None:
         return self.process.kill()
+
+
+def commit_log_max_offset(client: SyncRemotingClient, addr: str) -> int | None:
+    """The broker's CommitLog end from its runtime info; None when it cannot say (a RocketMQ
+    slave with no segment yet answers with a NoSuchElementException)."""
+    reply = client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), 5)
+    if reply.code != ResponseCode.SUCCESS:
+        return None
+    return int(body.loads(reply.body_bytes)["table"]["commitLogMaxOffset"])
+
+
+def wait_for_topic(
+    client: SyncRemotingClient, addr: str, topic: str, timeout_s: float = 40.0
+) -> None:
+    """Until the broker at `addr` (a slave) has `topic` in its topic table: a slave serves only
+    topics its metadata sync has copied."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        reply = client.invoke(addr, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG), 5)
+        if reply.code == ResponseCode.SUCCESS and topic in reply.body_bytes.decode():
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{addr} never synced {topic} from its master")
+        time.sleep(0.5)

@@ -168,7 +168,6 @@ class BrokerConfig(BaseModel):
 # break the promise silently (a "slave" taking sends, a "SYNC_MASTER" acknowledging what no
 # slave has, a broker with no access control), so the broker refuses to start instead.
 _UNSUPPORTED = {
-    ("brokerRole", "SYNC_MASTER"): "synchronous replication to a slave",
     ("aclEnable", "TRUE"): "access control (ACL)",
 }
 

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 from operator import attrgetter
+from typing import Protocol
 
 import structlog
 
@@ -58,8 +59,33 @@ _TOPIC_NAME = attrgetter("topic_name")
 class PutStatus(Enum):
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+
+
+# The puts that are in the CommitLog whatever else went wrong: their producer gets the ids.
+STORED = frozenset(
+    {
+        PutStatus.PUT_OK,
+        PutStatus.FLUSH_DISK_TIMEOUT,
+        PutStatus.FLUSH_SLAVE_TIMEOUT,
+        PutStatus.SLAVE_NOT_AVAILABLE,
+    }
+)
+
+
+class ReplicaAcks(Protocol):
+    """A SYNC_MASTER's slaves, as the store sees them (the broker's HA service gives them)."""
+
+    def slave_ok(self, end_offset: int) -> bool:
+        """A slave is connected and not further behind than haSlaveFallbehindMax."""
+        ...
+
+    def replicated(self, end_offset: int, timeout_s: float) -> asyncio.Future[bool]:
+        """True once a slave has the CommitLog up to `end_offset`; False after `timeout_s`."""
+        ...
 
 
 # Not frozen: a frozen dataclass's __init__ costs a microsecond per put.
@@ -110,6 +136,9 @@ class MessageStore:
         )
         self.sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self.is_slave = config.broker_role is BrokerRole.SLAVE
+        # SYNC_MASTER: a put that waits is acknowledged once a slave has it too.
+        self.sync_master = config.broker_role is BrokerRole.SYNC_MASTER
+        self.replica_acks: ReplicaAcks | None = None
         # A slave's CommitLog may end inside a record its master has not finished sending;
         # readers and dispatch see only the whole records before it.
         self.replicated_end = 0
@@ -368,10 +397,10 @@ class MessageStore:
         result = self._append(message)
         if (
             result.status is PutStatus.PUT_OK
-            and self.sync_flush
+            and self.acknowledges_late
             and (_wants_wait(message) if wait is None else wait)
         ):
-            result = await self._await_flush(result)
+            result = await self._await_settled(result)
         self._count(result, started, message.topic_name)
         return result
 
@@ -379,8 +408,12 @@ class MessageStore:
         """Append a batch for one (topic, queue) as consecutive records (see put_message)."""
         started = time.perf_counter()
         result = self._append(messages)
-        if result.status is PutStatus.PUT_OK and self.sync_flush and _wants_wait(messages[0]):
-            result = await self._await_flush(result)
+        if (
+            result.status is PutStatus.PUT_OK
+            and self.acknowledges_late
+            and _wants_wait(messages[0])
+        ):
+            result = await self._await_settled(result)
         self._count(result, started, messages[0].topic_name)
         return result
 
@@ -440,6 +473,59 @@ class MessageStore:
                 topic, sum(m.count for m in mine), sum(m.record_size for m in mine), len(mine)
             )
 
+    @property
+    def acknowledges_late(self) -> bool:
+        """Whether a put that waits (WAIT=true) is answered only once `settled`: SYNC_FLUSH
+        (on disk) or SYNC_MASTER (on a slave)."""
+        return self.sync_flush or self.sync_master
+
+    def settled(self, end_offset: int) -> asyncio.Future[PutStatus]:
+        """What a waiting producer is told about the CommitLog up to `end_offset`: PUT_OK once
+        it is on disk (SYNC_FLUSH) and on a slave (SYNC_MASTER), both waited for at once, as
+        RocketMQ combines them; FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT (the slave's outcome
+        wins when both fail) or SLAVE_NOT_AVAILABLE (no slave, or one too far behind) else.
+        FlushError after a disk error. Callers answer from a callback: no task per put."""
+        loop = asyncio.get_running_loop()
+        settled: asyncio.Future[PutStatus] = loop.create_future()
+        timeout_s = self.config.sync_flush_timeout / 1000
+        parts: list[tuple[asyncio.Future[bool], PutStatus]] = []
+        if self.sync_flush:
+            parts.append(
+                (self.group_commit.durable(end_offset, timeout_s), PutStatus.FLUSH_DISK_TIMEOUT)
+            )
+        slave_status = PutStatus.PUT_OK
+        if self.sync_master:
+            acks = self.replica_acks
+            if acks is None or not acks.slave_ok(end_offset):
+                slave_status = PutStatus.SLAVE_NOT_AVAILABLE
+            else:
+                parts.append(
+                    (acks.replicated(end_offset, timeout_s), PutStatus.FLUSH_SLAVE_TIMEOUT)
+                )
+        outcome = [slave_status]
+        remaining = [len(parts)]
+
+        def one_done(part: asyncio.Future[bool], failed_as: PutStatus) -> None:
+            if settled.done():
+                return
+            error = part.exception()
+            if error is not None:
+                settled.set_exception(error)
+                return
+            if not part.result() and (
+                outcome[0] is PutStatus.PUT_OK or failed_as is PutStatus.FLUSH_SLAVE_TIMEOUT
+            ):
+                outcome[0] = failed_as
+            remaining[0] -= 1
+            if remaining[0] == 0:
+                settled.set_result(outcome[0])
+
+        if not parts:
+            settled.set_result(slave_status)
+        for part, failed_as in parts:
+            part.add_done_callback(lambda done, failed_as=failed_as: one_done(done, failed_as))
+        return settled
+
     def durable(self, end_offset: int) -> asyncio.Future[bool]:
         """Done with True once the CommitLog up to `end_offset` is on disk, False after
         syncFlushTimeout; FlushError after a disk error. Under ASYNC_FLUSH: done at once."""
@@ -474,22 +560,26 @@ class MessageStore:
             listener()
         return PutResult(PutStatus.PUT_OK, append)
 
-    async def _await_flush(self, result: PutResult) -> PutResult:
+    async def _await_settled(self, result: PutResult) -> PutResult:
         append = result.append
         assert append is not None
         try:
-            flushed = await self.group_commit.wait_flushed(
-                append.phy_offset + append.size, self.config.sync_flush_timeout / 1000
-            )
+            status = await self.settled(append.phy_offset + append.size)
         except FlushError as exc:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, append, str(exc))
-        if not flushed:
-            return PutResult(
-                PutStatus.FLUSH_DISK_TIMEOUT,
-                append,
-                f"not flushed within syncFlushTimeout {self.config.sync_flush_timeout} ms",
-            )
-        return result
+        if status is PutStatus.PUT_OK:
+            return result
+        return PutResult(status, append, self.settle_remark(status))
+
+    def settle_remark(self, status: PutStatus) -> str:
+        timeout = self.config.sync_flush_timeout
+        if status is PutStatus.FLUSH_DISK_TIMEOUT:
+            return f"not flushed within syncFlushTimeout {timeout} ms"
+        if status is PutStatus.FLUSH_SLAVE_TIMEOUT:
+            return f"no slave confirmed it within syncFlushTimeout {timeout} ms"
+        if status is PutStatus.SLAVE_NOT_AVAILABLE:
+            return "no slave is connected, or the slave is too far behind (haSlaveFallbehindMax)"
+        return ""
 
     def _count(self, result: PutResult, started: float, topic: str) -> None:
         append = result.append

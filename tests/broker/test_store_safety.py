@@ -109,11 +109,7 @@ def test_a_second_broker_on_the_default_commitlog_refuses_to_start(tmp_path: Pat
 
 def test_unsupported_settings_refuse_to_start(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
-    for line, names in (
-        ("brokerRole=SLAVE\nbrokerId=1", "brokerRole=SLAVE"),
-        ("brokerRole=SYNC_MASTER", "brokerRole=SYNC_MASTER"),
-        ("aclEnable=true", "aclEnable=true"),
-    ):
+    for line, names in (("aclEnable=true", "aclEnable=true"),):
         conf.write_text(f"brokerName=broker-x\nstorePathRootDir={tmp_path / 'store'}\n{line}\n")
         for module in ("sidewinder.broker", "sidewinder.dev"):
             done = subprocess.run(

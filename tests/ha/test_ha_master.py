@@ -158,7 +158,7 @@ async def _result(future: asyncio.Future[bool]) -> bool:
 
 
 async def _slave_ok(master: object) -> bool:
-    return master.slave_ok()  # type: ignore[attr-defined,no-any-return]
+    return master.slave_ok(0)  # type: ignore[attr-defined,no-any-return]
 
 
 def test_a_slave_reporting_past_the_masters_end_is_dropped(broker: InProcessBroker) -> None:

@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 
 from interop.mqadmin import create_topic
-from interop.replica import ReplicaBroker
+from interop.replica import ReplicaBroker, commit_log_max_offset, wait_for_topic
 from interop.target import ClusterTarget, running_target
-from sidewinder.protocol import body
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import SyncRemotingClient
@@ -33,25 +32,13 @@ def master(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ClusterTa
         yield target
 
 
-def commit_log_max_offset(client: SyncRemotingClient, addr: str) -> int:
-    reply = client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), 5)
-    assert reply.code == ResponseCode.SUCCESS, reply.remark
-    return int(body.loads(reply.body_bytes)["table"]["commitLogMaxOffset"])
-
-
 def wait_for_offset(client: SyncRemotingClient, addr: str, top: int, timeout_s: float) -> None:
-    """Until the broker at `addr` has the CommitLog up to `top`. A RocketMQ slave with no
-    segment yet answers runtime info with an error (NoSuchElementException): not there yet."""
+    """Until the broker at `addr` has the CommitLog up to `top`, and no more."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        reply = client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), 5)
-        if reply.code == ResponseCode.SUCCESS:
-            have = int(body.loads(reply.body_bytes)["table"]["commitLogMaxOffset"])
-            if have >= top:
-                assert have == top, f"the slave has {have} bytes, the master {top}"
-                return
+    while (commit_log_max_offset(client, addr) or 0) < top:
         assert time.monotonic() < deadline, f"the slave did not catch up in {timeout_s} s"
         time.sleep(0.2)
+    assert commit_log_max_offset(client, addr) == top
 
 
 def commit_log_bytes(store: Path, end: int, segment: int) -> bytes:
@@ -81,7 +68,7 @@ def test_a_slave_mirrors_the_master_and_serves_when_it_is_gone(
         assert commit_log_bytes(slave.store_path, top, segment) == ours
         # The slave takes the topic from the master's metadata (its sync runs every 10 s), then
         # serves the consumer alone once the master is gone.
-        _wait_for_topic(client, slave.addr, topic)
+        wait_for_topic(client, slave.addr, topic)
         refused = client.invoke(slave.addr, _send_request(topic), 5)
         # As RocketMQ's store refuses a put on a slave (SERVICE_NOT_AVAILABLE); ours says why.
         assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
@@ -112,13 +99,3 @@ def _send_request(topic: str) -> RemotingCommand:
         },
         body=b"to a slave",
     )
-
-
-def _wait_for_topic(client: SyncRemotingClient, addr: str, topic: str) -> None:
-    deadline = time.monotonic() + 40
-    while True:
-        reply = client.invoke(addr, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG), 5)
-        if reply.code == ResponseCode.SUCCESS and topic in reply.body_bytes.decode():
-            return
-        assert time.monotonic() < deadline, f"the slave never synced {topic} from its master"
-        time.sleep(0.5)

@@ -115,12 +115,13 @@ class HAMaster:
         for link in self.links:
             link.wakeup.set()
 
-    def slave_ok(self) -> bool:
-        """A slave is connected and not further behind than haSlaveFallbehindMax (RocketMQ's
-        isSlaveOK: SYNC_MASTER refuses a send with SLAVE_NOT_AVAILABLE otherwise)."""
+    def slave_ok(self, end_offset: int) -> bool:
+        """A slave is connected and, once the CommitLog reaches `end_offset`, no further behind
+        than haSlaveFallbehindMax (RocketMQ's isSlaveOK: SYNC_MASTER answers
+        SLAVE_NOT_AVAILABLE otherwise)."""
         if not self.links:
             return False
-        return self.source.max_phy_offset - self.acked_offset < self.settings.fallbehind_max
+        return end_offset - self.acked_offset < self.settings.fallbehind_max
 
     def replicated(self, end_offset: int, timeout_s: float) -> asyncio.Future[bool]:
         """Done with True once a slave confirms the CommitLog up to `end_offset`, False after

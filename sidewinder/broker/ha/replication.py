@@ -49,6 +49,8 @@ class Replication:
         else:
             self.master = HAMaster(store, settings)
             store.append_listeners.append(self.master.appended)
+            if config.store.broker_role is BrokerRole.SYNC_MASTER:
+                store.replica_acks = self.master
 
     @property
     def is_slave(self) -> bool:

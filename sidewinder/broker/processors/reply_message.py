@@ -43,12 +43,11 @@ from sidewinder.protocol.message import (
 from sidewinder.protocol.record import MessageToStore
 from sidewinder.remoting.connection import Connection, RemotingError
 from sidewinder.remoting.dispatch import RequestContext
-from sidewinder.store.message_store import MessageStore, PutStatus
+from sidewinder.store.message_store import STORED, MessageStore
 
 log = structlog.get_logger(__name__)
 
 PUSH_TIMEOUT_S = 10.0  # Broker2Client.callClient
-_STORED = (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT)
 
 
 class ReplyProcessor:
@@ -90,7 +89,7 @@ class ReplyProcessor:
             ext |= SendMessageResponseHeader("0", queue_id, 0).to_ext()
         if self.config.store_reply_message_enable:
             result = await self.store.put_message(self._message(ctx, request, header, queue_id))
-            if result.status in _STORED and result.append is not None:
+            if result.status in STORED and result.append is not None:
                 ext |= SendMessageResponseHeader(
                     ",".join(result.append.msg_ids), queue_id, result.append.queue_offset
                 ).to_ext()

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from sidewinder.broker.config import PERM_WRITE, BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
-from sidewinder.broker.processors.send_batch import SendLane
+from sidewinder.broker.processors.send_batch import STORED_CODES, SendLane
 from sidewinder.broker.processors.send_check import FAQ, NOT_ALLOWED_SEND_TOPICS, msg_check
 from sidewinder.broker.schedule import schedule_for_delay
 from sidewinder.broker.timer import (
@@ -303,12 +303,8 @@ class SendProcessor:
     def reply(self, request: RemotingCommand, result: PutResult, queue_id: int) -> RemotingCommand:
         status = result.status
         append = result.append
-        if status in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT) and append is not None:
-            code = (
-                ResponseCode.SUCCESS
-                if status is PutStatus.PUT_OK
-                else ResponseCode.FLUSH_DISK_TIMEOUT
-            )
+        if status in STORED_CODES and append is not None:
+            code = STORED_CODES[status]
             ext = SendMessageResponseHeader(
                 ",".join(append.msg_ids), queue_id, append.queue_offset
             ).to_ext()

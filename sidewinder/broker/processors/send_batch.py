@@ -56,11 +56,19 @@ from sidewinder.remoting.codec import RawFrame, encode_frame
 from sidewinder.remoting.dispatch import RequestContext
 from sidewinder.remoting.latency import LatencyKey, RpcLatency
 from sidewinder.store.commit_log import AppendResult, AppendStatus
-from sidewinder.store.flush import FlushError
 from sidewinder.store.message_store import AppendedMany, PutResult, PutStatus
 
 if TYPE_CHECKING:
     from sidewinder.broker.processors.send import SendProcessor
+
+# A stored message's answer: its ids, under the code of what became of it beyond the store
+# (RocketMQ's sendOK statuses).
+STORED_CODES = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+}
 
 _PREFIX = struct.Struct(">ii")
 _JSON_TYPE = SerializeType.JSON << 24
@@ -410,9 +418,9 @@ class SendLane:
         self.batched += sum(ask[4] for ask in asks[:answered])
         now: list[int] = []  # indexes answered at once
         later: list[int] = []  # answered once durable
-        sync = self.store.sync_flush
+        late = self.store.acknowledges_late
         for n in range(answered):
-            (later if sync and waits[n] else now).append(n)
+            (later if late and waits[n] else now).append(n)
         frames = self._stored_frames(asks, messages, appended, now)
         unavailable = self.processor.unavailable(appended.remark)
         for n in range(answered, len(asks)):
@@ -428,40 +436,39 @@ class SendLane:
         if later:
             last = asks[later[-1]][3]
             end = appended.phy_offsets[last] + messages[last].record_size
-            self.store.durable(end).add_done_callback(
-                lambda done: self._answer_durable(
+            self.store.settled(end).add_done_callback(
+                lambda done: self._answer_settled(
                     ctx, asks, messages, appended, later, done, started
                 )
             )
 
-    def _answer_durable(
+    def _answer_settled(
         self,
         ctx: RequestContext,
         asks: list[Ask],
         messages: list[Item],
         appended: AppendedMany,
         indexes: list[int],
-        done: asyncio.Future[bool],
+        done: asyncio.Future[PutStatus],
         started: float,
     ) -> None:
         error = done.exception()
+        status = PutStatus.SERVICE_NOT_AVAILABLE if error is not None else done.result()
         code: int = ResponseCode.SUCCESS
-        if error is None and done.result():
+        if status is PutStatus.PUT_OK:
             frames = self._stored_frames(asks, messages, appended, indexes)
         else:
             frames = []
-            failed = isinstance(error, FlushError)
-            code = ResponseCode.SERVICE_NOT_AVAILABLE if failed else ResponseCode.FLUSH_DISK_TIMEOUT
+            code = STORED_CODES.get(status, ResponseCode.SERVICE_NOT_AVAILABLE)
             for n in indexes:
                 first = asks[n][3]
-                if failed:
+                if error is not None:
                     result = PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=str(error))
                 else:
                     result = PutResult(
-                        PutStatus.FLUSH_DISK_TIMEOUT,
+                        status,
                         self._append_result(asks[n], messages, appended),
-                        "not flushed within syncFlushTimeout "
-                        f"{self.store.config.sync_flush_timeout} ms",
+                        self.store.settle_remark(status),
                     )
                 frames.append(self._generic_frame(asks[n], result, messages[first].queue_id))
         ctx.write_frames([f for f in frames if f])
