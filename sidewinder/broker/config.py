@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -88,6 +89,8 @@ class BrokerConfig(BaseModel):
     transaction_check_max: int = Field(15, ge=0)
     transaction_check_interval: int = Field(60_000, gt=0)
     slave_read_enable: bool = False
+    # ACL 1.0: every request checked against plain_acl.yml under the RocketMQ home (acl/).
+    acl_enable: bool = False
     # RocketMQ 5's timer message keys (its MessageStoreConfig; here, as 4.9.7's store has none).
     timer_wheel_enable: bool = True
     timer_max_delay_sec: int = Field(3 * 86_400, gt=0)
@@ -149,6 +152,12 @@ class BrokerConfig(BaseModel):
         return f"{self.broker_ip2 or self.broker_ip1}:{self.ha_port}"
 
     @property
+    def rocketmq_home_path(self) -> Path | None:
+        """rocketmqHome, else $ROCKETMQ_HOME (RocketMQ's default for the key); None if neither."""
+        home = self.rocketmq_home or os.environ.get("ROCKETMQ_HOME", "")
+        return Path(home) if home else None
+
+    @property
     def namesrv_addrs(self) -> list[str]:
         return [a.strip() for a in (self.namesrv_addr or "").split(";") if a.strip()]
 
@@ -169,10 +178,9 @@ class BrokerConfig(BaseModel):
 # slave has, a broker with no access control), so the broker refuses to start instead.
 _UNSUPPORTED = {
     ("brokerRole", "SYNC_MASTER"): "synchronous replication to a slave",
-    ("aclEnable", "TRUE"): "access control (ACL)",
 }
 
-# Known keys, whatever their value: no "unknown key" warning for aclEnable=false.
+# Known keys, whatever their value: no "unknown key" warning for them.
 RECOGNISED_UNSUPPORTED_KEYS = frozenset(key for key, _ in _UNSUPPORTED)
 
 

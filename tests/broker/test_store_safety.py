@@ -112,7 +112,6 @@ def test_unsupported_settings_refuse_to_start(tmp_path: Path) -> None:
     for line, names in (
         ("brokerRole=SLAVE\nbrokerId=1", "brokerRole=SLAVE"),
         ("brokerRole=SYNC_MASTER", "brokerRole=SYNC_MASTER"),
-        ("aclEnable=true", "aclEnable=true"),
     ):
         conf.write_text(f"brokerName=broker-x\nstorePathRootDir={tmp_path / 'store'}\n{line}\n")
         for module in ("sidewinder.broker", "sidewinder.dev"):
