@@ -13,6 +13,7 @@ import base64
 import hashlib
 import hmac
 from collections.abc import Callable, Collection, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from sidewinder.protocol.command import RemotingCommand
@@ -62,11 +63,19 @@ def credentials(access_key: str | None, secret_key: str | None) -> Credentials |
     return Credentials(access_key, secret_key)
 
 
+# The keys of the clients made without keys of their own in this context: a tool (our mqadmin)
+# sets them once for every client its sub-commands make.
+DEFAULT_CREDENTIALS: ContextVar[Credentials | None] = ContextVar(
+    "DEFAULT_CREDENTIALS", default=None
+)
+
+
 def request_hook(
     access_key: str | None, secret_key: str | None
 ) -> Callable[[str, RemotingCommand], None] | None:
-    """The remoting client's `before_request` for these keys (None without keys)."""
-    keys = credentials(access_key, secret_key)
+    """The remoting client's `before_request` for these keys, else for DEFAULT_CREDENTIALS
+    (None without any)."""
+    keys = credentials(access_key, secret_key) or DEFAULT_CREDENTIALS.get()
     return None if keys is None else keys.before_request
 
 

@@ -18,9 +18,12 @@ from sidewinder.broker.acl.errors import AclConfigError, AclDenied
 from sidewinder.broker.acl.plain import PlainAccessConfig, PlainAclFiles
 from sidewinder.broker.acl.resources import java_hash_map_order
 from sidewinder.broker.acl.validator import AclValidator
-from sidewinder.protocol.acl import compute_signature, sign_request
+from sidewinder.client.cli import tool_credentials
+from sidewinder.client.producer import Producer
+from sidewinder.protocol.acl import Credentials, compute_signature, sign_request
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
+from sidewinder.spark.options import OptionError, ReadOptions
 from tests.inprocess import InProcessBroker
 
 PLAIN_ACL = {
@@ -204,3 +207,38 @@ def test_broker_refuses_before_any_processor(acl_broker: InProcessBroker) -> Non
     )
     assert version.code == ResponseCode.SUCCESS
     assert "plain_acl.yml" in (version.ext_fields or {})["allAclFileVersion"]
+
+
+def test_our_clients_sign(acl_broker: InProcessBroker) -> None:
+    """Our producer and admin with keys get through; without them the broker refuses."""
+
+    async def scenario() -> tuple[int, str]:
+        signed = Producer("aclPy", "127.0.0.1:1", access_key="RocketMQ", secret_key="12345678")
+        unsigned = Producer("aclPy2", "127.0.0.1:1")
+        try:
+            request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO)
+            good = await signed.remoting.invoke(acl_broker.addr, request, 5)
+            bad = await unsigned.remoting.invoke(acl_broker.addr, RemotingCommand.request(52), 5)
+            assert good.code == ResponseCode.SUCCESS, good.remark
+            return bad.code, bad.remark or ""
+        finally:
+            await signed.remoting.close()
+            await unsigned.remoting.close()
+
+    code, remark = acl_broker.call(scenario())
+    assert code == ResponseCode.SYSTEM_ERROR and "No accessKey is configured" in remark
+
+
+def test_spark_and_mqadmin_take_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    read = ReadOptions.parse(
+        {"namesrvAddr": "n:9876", "subscribe": "T", "accessKey": "ak12345", "secretKey": "sk12345"},
+        stream=False,
+    )
+    assert read.credentials == Credentials("ak12345", "sk12345")
+    with pytest.raises(OptionError):
+        ReadOptions.parse({"namesrvAddr": "n", "subscribe": "T", "accessKey": "x"}, stream=False)
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "tools.yml").write_text("accessKey: toolsKey1\nsecretKey: toolsSecret\n")
+    monkeypatch.setenv("ROCKETMQ_HOME", str(tmp_path))
+    assert tool_credentials(None, None) == Credentials("toolsKey1", "toolsSecret")
+    assert tool_credentials("cliKey12", "cliSecret") == Credentials("cliKey12", "cliSecret")
