@@ -18,7 +18,7 @@ from pathlib import Path
 import uvloop
 
 from sidewinder.broker.app import BrokerApp
-from sidewinder.broker.config import BrokerConfig, refuse_unsupported
+from sidewinder.broker.config import BrokerConfig
 from sidewinder.common.config import ConfigError
 from sidewinder.common.log import configure_logging
 from sidewinder.common.metrics_server import DEFAULT_PORT
@@ -54,7 +54,6 @@ def configs(args: argparse.Namespace) -> tuple[NamesrvConfig, BrokerConfig]:
         "namesrvAddr": f"127.0.0.1:{args.namesrv_port}",
         "listenPort": str(args.broker_port),
     }
-    refuse_unsupported(values)
     return namesrv, BrokerConfig.from_properties(values)
 
 

@@ -14,11 +14,7 @@ from pathlib import Path
 import uvloop
 
 from sidewinder.broker.app import BrokerApp
-from sidewinder.broker.config import (
-    RECOGNISED_UNSUPPORTED_KEYS,
-    BrokerConfig,
-    refuse_unsupported,
-)
+from sidewinder.broker.config import BrokerConfig
 from sidewinder.common.config import ConfigError
 from sidewinder.common.log import configure_logging
 from sidewinder.common.properties import read_properties
@@ -30,11 +26,9 @@ def load_config(path: Path | None, namesrv: str | None, *, to_print: bool = Fals
     values = read_properties(path) if path else {}
     if namesrv:
         values["namesrvAddr"] = namesrv
-    unknown = sorted(set(values) - BrokerConfig.conf_keys() - RECOGNISED_UNSUPPORTED_KEYS)
+    unknown = sorted(set(values) - BrokerConfig.conf_keys())
     if unknown:
         print(f"mqbroker: ignoring unknown key(s) in {path}: {', '.join(unknown)}", file=sys.stderr)
-    if not to_print:  # -p shows any config; only starting one must be honest
-        refuse_unsupported(values)
     return BrokerConfig.from_properties(values)
 
 

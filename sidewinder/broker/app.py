@@ -12,6 +12,8 @@ from pathlib import Path
 
 import structlog
 
+from sidewinder.broker.acl.plain import PlainAclFiles
+from sidewinder.broker.acl.validator import AclValidator
 from sidewinder.broker.clients import Clients, ConsumerGroup
 from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
@@ -132,6 +134,7 @@ class BrokerApp:
         # timed by wrapping them (_metrics_server); the send lane times its own chunks.
         prom = config.metrics_exporter_type is MetricsExporterType.PROM
         self.rpc_latency = RpcLatency() if prom else None
+        self.acl = self._acl_validator()
         send = SendProcessor(
             config,
             self.store,
@@ -199,7 +202,7 @@ class BrokerApp:
                 permission_changed=self._permission_changed,
             ),
             maintenance=Maintenance(config, self.store, self.topics, self.clients),
-            acl=AclAdmin(config),
+            acl=AclAdmin(config, self.acl),
         )
         table = build_routes(
             config,
@@ -218,6 +221,8 @@ class BrokerApp:
                 config, self.store, self.topics, self.offsets, self.clients
             ),
         )
+        if self.acl is not None:
+            table.guard(self.acl.check)  # every request, before any processor sees it
         self.metrics = self._metrics_server(table)
         listener = _ClientChannels(self.clients)
         self.server = RemotingServer(table, config.server, listener=listener)
@@ -226,6 +231,16 @@ class BrokerApp:
         self._tasks: list[asyncio.Task[None]] = []
         self._persisting: asyncio.Task[None] | None = None
         self._metadata_dirty = False
+
+    def _acl_validator(self) -> AclValidator | None:
+        """aclEnable: the plain ACL files under the RocketMQ home, read now (a file RocketMQ
+        would refuse stops the start)."""
+        if not self.config.acl_enable:
+            return None
+        home = self.config.rocketmq_home_path
+        if home is None:
+            log.warning("broker.acl_without_home", hint="set rocketmqHome or ROCKETMQ_HOME")
+        return AclValidator(PlainAclFiles(home))
 
     def _metrics_server(self, table: ProcessorTable) -> MetricsServer | None:
         """/metrics when metricsExporterType is PROM: the processors' `process` calls timed,
@@ -271,6 +286,8 @@ class BrokerApp:
             loop.create_task(self._every(CLIENT_SCAN_S, self._scan_clients)),
             loop.create_task(self._sample_stats()),
         ]
+        if self.acl is not None:
+            self._tasks.append(loop.create_task(self.acl.watch()))
         log.info("broker.started", addr=self.config.broker_addr, name=self.config.broker_name)
 
     async def _every(self, period_s: float, work: Callable[[], Awaitable[None]]) -> None:

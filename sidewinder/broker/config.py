@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -19,13 +20,11 @@ from sidewinder.remoting.config import ServerConfig
 from sidewinder.store.config import BrokerRole, StoreConfig
 
 __all__ = [
-    "RECOGNISED_UNSUPPORTED_KEYS",
     "RESTART_KEYS",
     "BrokerConfig",
     "ConfigError",
     "apply_update",
     "black_listed",
-    "refuse_unsupported",
 ]
 
 PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1
@@ -88,6 +87,8 @@ class BrokerConfig(BaseModel):
     transaction_check_max: int = Field(15, ge=0)
     transaction_check_interval: int = Field(60_000, gt=0)
     slave_read_enable: bool = False
+    # ACL 1.0: every request checked against plain_acl.yml under the RocketMQ home (acl/).
+    acl_enable: bool = False
     # RocketMQ 5's timer message keys (its MessageStoreConfig; here, as 4.9.7's store has none).
     timer_wheel_enable: bool = True
     timer_max_delay_sec: int = Field(3 * 86_400, gt=0)
@@ -149,6 +150,12 @@ class BrokerConfig(BaseModel):
         return f"{self.broker_ip2 or self.broker_ip1}:{self.ha_port}"
 
     @property
+    def rocketmq_home_path(self) -> Path | None:
+        """rocketmqHome, else $ROCKETMQ_HOME (RocketMQ's default for the key); None if neither."""
+        home = self.rocketmq_home or os.environ.get("ROCKETMQ_HOME", "")
+        return Path(home) if home else None
+
+    @property
     def namesrv_addrs(self) -> list[str]:
         return [a.strip() for a in (self.namesrv_addr or "").split(";") if a.strip()]
 
@@ -162,35 +169,6 @@ class BrokerConfig(BaseModel):
                 text = str(value.value if hasattr(value, "value") else value)
                 out[f.alias or name] = text.lower() if text in ("True", "False") else text
         return dict(sorted(out.items()))
-
-
-# Settings a broker.conf may ask for that this broker cannot honour yet. Starting anyway would
-# break the promise silently (a "slave" taking sends, a "SYNC_MASTER" acknowledging what no
-# slave has, a broker with no access control), so the broker refuses to start instead.
-_UNSUPPORTED = {
-    ("aclEnable", "TRUE"): "access control (ACL)",
-}
-
-# Known keys, whatever their value: no "unknown key" warning for aclEnable=false.
-RECOGNISED_UNSUPPORTED_KEYS = frozenset(key for key, _ in _UNSUPPORTED)
-
-
-def unsupported_problems(values: Mapping[str, Any]) -> list[str]:
-    """One line per key whose value asks for what is not supported yet."""
-    return [
-        f"{key}={values[key]!s}".replace(" ", "") + f" asks for {what}, not supported yet"
-        for (key, value), what in _UNSUPPORTED.items()
-        if str(values.get(key, "")).strip().upper() == value
-    ]
-
-
-def refuse_unsupported(values: Mapping[str, Any]) -> None:
-    """ConfigError naming each key whose value asks for what is not supported yet."""
-    problems = unsupported_problems(values)
-    if problems:
-        raise ConfigError(
-            "refusing to start: " + "; ".join(problems) + " (remove the key to run a master broker)"
-        )
 
 
 # Keys the running broker read once at start: its identity (registered with the name servers),
@@ -239,9 +217,6 @@ def apply_update(config: BrokerConfig, values: Mapping[str, str]) -> dict[str, s
     drops keys it has no field for. A bad value raises ConfigError naming the key and changes
     nothing (RocketMQ would ignore it silently and persist it anyway).
     """
-    problems = unsupported_problems(values)
-    if problems:
-        raise ConfigError("refusing the update: " + "; ".join(problems))
     sections: list[BaseModel] = [config, config.store, config.server]
     validated: list[tuple[BaseModel, BaseModel, dict[str, str]]] = []
     for section in sections:
@@ -260,9 +235,6 @@ def apply_update(config: BrokerConfig, values: Mapping[str, str]) -> dict[str, s
             if key in RESTART_KEYS or section is config.server:
                 continue
             setattr(section, fields[key], getattr(candidate, fields[key]))
-    for key in values:
-        if key in RECOGNISED_UNSUPPORTED_KEYS:
-            known[key] = values[key]
     return known
 
 

@@ -20,6 +20,7 @@ from sidewinder.client.route_cache import (
     check_reply,
 )
 from sidewinder.protocol import body
+from sidewinder.protocol.acl import request_hook
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import (
@@ -50,8 +51,11 @@ class QueueProgress:
 
 
 class Admin:
-    def __init__(self, namesrv_addr: str) -> None:
-        self.remoting = RemotingClient()
+    def __init__(
+        self, namesrv_addr: str, *, access_key: str | None = None, secret_key: str | None = None
+    ) -> None:
+        """`access_key`/`secret_key`: sign every request for a broker with ACL on."""
+        self.remoting = RemotingClient(before_request=request_hook(access_key, secret_key))
         self.routes = RouteCache(self.remoting, [a for a in namesrv_addr.split(";") if a])
 
     async def close(self) -> None:

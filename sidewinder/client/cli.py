@@ -17,17 +17,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import uvloop
+import yaml
 
 from sidewinder.client.admin import Admin
 from sidewinder.client.consumer import PullConsumer
 from sidewinder.client.producer import Message, Producer
 from sidewinder.client.route_cache import ClientError, MessageQueue
+from sidewinder.protocol.acl import DEFAULT_CREDENTIALS, Credentials, credentials
 from sidewinder.protocol.message import decode_offset_msg_id
 from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.remoting.connection import RemotingError
@@ -409,6 +413,21 @@ async def consume_message(args: argparse.Namespace) -> int:
     return 0
 
 
+def tool_credentials(access_key: str | None, secret_key: str | None) -> Credentials | None:
+    """The keys every request is signed with: the options, else RocketMQ's mqadmin's
+    `$ROCKETMQ_HOME/conf/tools.yml` (accessKey, secretKey), else none."""
+    given = credentials(access_key, secret_key)
+    if given is not None:
+        return given
+    home = os.environ.get("ROCKETMQ_HOME")
+    tools = Path(home) / "conf" / "tools.yml" if home else None
+    if tools is None or not tools.is_file():
+        return None
+    data = yaml.safe_load(tools.read_text()) or {}
+    ak, sk = data.get("accessKey"), data.get("secretKey")
+    return credentials(str(ak), str(sk)) if ak and sk else None
+
+
 def main(argv: list[str] | None = None) -> int:
     # Register the config, maintenance, operations and statistics sub-commands (modules of
     # their own).
@@ -421,13 +440,18 @@ def main(argv: list[str] | None = None) -> int:
     for name, (help_text, _, options) in COMMANDS.items():
         sub = subcommands.add_parser(name, help=help_text)
         sub.add_argument("-n", dest="namesrv", default="127.0.0.1:9876", help="ns1:9876;ns2:9876")
+        sub.add_argument(
+            "--access-key", default=None, help="ACL: sign requests (with --secret-key)"
+        )
+        sub.add_argument("--secret-key", default=None)
         for flag, spec in options:
             sub.add_argument(flag, **spec)
     args = parser.parse_args(argv)
     _, run, _ = COMMANDS[args.command]
     try:
+        DEFAULT_CREDENTIALS.set(tool_credentials(args.access_key, args.secret_key))
         return uvloop.run(run(args))
-    except ClientError as exc:
+    except (ClientError, ValueError) as exc:
         print(f"mqadmin {args.command}: {exc}", file=sys.stderr)
         return 1
     except (TimeoutError, RemotingError, OSError) as exc:

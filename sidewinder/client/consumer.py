@@ -57,6 +57,8 @@ class PullConsumer:
         rebalance_interval_s: float = 20.0,
         heartbeat_interval_s: float = 30.0,
         instance_name: str | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         self.group = group
         self.member = GroupMember(
@@ -66,6 +68,8 @@ class PullConsumer:
             message_model=message_model,
             consume_from=consume_from,
             instance_name=instance_name,
+            access_key=access_key,
+            secret_key=secret_key,
         )
         self.remoting = self.member.remoting
         self.routes = self.member.routes

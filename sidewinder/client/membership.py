@@ -34,6 +34,7 @@ from sidewinder.client.route_cache import (
     TopicRoute,
 )
 from sidewinder.protocol import body
+from sidewinder.protocol.acl import request_hook
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import ConsumerGroupHeader, UnregisterClientRequestHeader
@@ -103,6 +104,8 @@ class GroupMember:
         message_model: str = CLUSTERING,
         consume_from: str = "last",
         instance_name: str | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         if message_model not in (CLUSTERING, BROADCASTING):
             raise ValueError(f"message_model must be {CLUSTERING} or {BROADCASTING}")
@@ -121,7 +124,9 @@ class GroupMember:
         self.table.register(
             _NotifyProcessor(self.changed.set), RequestCode.NOTIFY_CONSUMER_IDS_CHANGED
         )
-        self.remoting = RemotingClient(self.table)
+        self.remoting = RemotingClient(
+            self.table, before_request=request_hook(access_key, secret_key)
+        )
         self.routes = RouteCache(self.remoting, [a for a in namesrv_addr.split(";") if a])
         self._brokers: set[str] = set()  # every broker we heartbeated: told when we leave
         self._heard_by: set[str] = set()  # the ones that took the last heartbeat

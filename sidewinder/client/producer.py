@@ -41,6 +41,7 @@ from sidewinder.client.reply import (
     request_properties,
 )
 from sidewinder.client.route_cache import AUTO_CREATE_TOPIC, ClientError, MessageQueue, RouteCache
+from sidewinder.protocol.acl import request_hook
 from sidewinder.protocol.codes import RequestCode, ResponseCode, SerializeType
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import (
@@ -121,13 +122,16 @@ class Producer:
         default_topic_queue_nums: int = 4,
         serialize_type: SerializeType = SerializeType.JSON,
         instance_name: str | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
+        """`access_key`/`secret_key`: sign every request for a broker with ACL on."""
         self.group = group
         self.client_id = new_client_id(instance_name)
         self.replies = ReplyReceiver()
         table = ProcessorTable()
         table.register(self.replies, RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT)
-        self.remoting = RemotingClient(table)
+        self.remoting = RemotingClient(table, before_request=request_hook(access_key, secret_key))
         self.routes = RouteCache(self.remoting, [a for a in namesrv_addr.split(";") if a])
         self.send_timeout_s = send_timeout_s
         self.retries = retries

@@ -107,6 +107,8 @@ class PushConsumer:
         rebalance_interval_s: float = 20.0,
         heartbeat_interval_s: float = 30.0,
         instance_name: str | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
         offset_store_dir: Path = DEFAULT_LOCAL_DIR,
     ) -> None:
         if consume_concurrency < 1 or batch_size < 1 or pull_batch_size < 1:
@@ -120,6 +122,8 @@ class PushConsumer:
             message_model=message_model,
             consume_from=consume_from,
             instance_name=instance_name,
+            access_key=access_key,
+            secret_key=secret_key,
         )
         self.offsets: OffsetStore = (
             LocalOffsetStore(offset_store_dir, self.member.client_id, group)

@@ -24,6 +24,9 @@ from sidewinder.remoting.connection import Connection, RemotingConnectError
 from sidewinder.remoting.dispatch import ProcessorTable
 
 T = TypeVar("T")
+# Called with the address and each request just before it is sent (RocketMQ's RPCHook
+# doBeforeRequest): the ACL signature is added this way.
+RequestHook = Callable[[str, RemotingCommand], None]
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -40,8 +43,10 @@ class RemotingClient:
         *,
         connect_timeout_s: float = 3.0,
         max_frame: int = DEFAULT_MAX_FRAME,
+        before_request: RequestHook | None = None,
     ) -> None:
         self.table = table
+        self.before_request = before_request
         self.connect_timeout_s = connect_timeout_s
         self.max_frame = max_frame
         self._connections: dict[str, Connection] = {}
@@ -96,10 +101,14 @@ class RemotingClient:
         self, address: str, request: RemotingCommand, timeout_s: float
     ) -> RemotingCommand:
         connection = await self.connect(address)
+        if self.before_request is not None:
+            self.before_request(address, request)
         return await connection.invoke(request, timeout_s)
 
     async def invoke_oneway(self, address: str, request: RemotingCommand) -> None:
         connection = await self.connect(address)
+        if self.before_request is not None:
+            self.before_request(address, request)
         connection.invoke_oneway(request)
 
     def invoke_with_callback(

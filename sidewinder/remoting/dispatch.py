@@ -99,6 +99,9 @@ class NotSupported:
 
 
 Reply = Callable[[RemotingCommand], None]
+# A check every request passes before its processor's pool sees it (the broker's ACL): it
+# returns to let the request in, or raises the refusal (a SidewinderError) to answer it with.
+Guard = Callable[[RequestContext, RemotingCommand], None]
 
 
 class _Pool:
@@ -250,6 +253,30 @@ class ProcessorTable:
         self._default = _Pool(default or NotSupported(), limits)
         self._pools: dict[int, _Pool] = {}
         self._lane: tuple[FrameLane, _Pool] | None = None
+        self._guard: Guard | None = None
+
+    def guard(self, check: Guard) -> None:
+        """Put `check` in front of every processor. The frame lane then stands aside: its
+        frames are decoded and checked like any other request."""
+        self._guard = check
+
+    def _admitted(
+        self,
+        ctx: RequestContext,
+        requests: list[RemotingCommand],
+        reply_for: Callable[[RemotingCommand], Reply],
+    ) -> list[RemotingCommand]:
+        """The requests the guard lets in; the others are answered with its refusal."""
+        assert self._guard is not None
+        admitted = []
+        for request in requests:
+            try:
+                self._guard(ctx, request)
+            except Exception as exc:
+                reply_for(request)(_error_reply(request, exc))
+                continue
+            admitted.append(request)
+        return admitted
 
     def set_frame_lane(self, lane: FrameLane, code: int) -> None:
         """Let `lane` read request frames before they are decoded; what it serves is admitted
@@ -263,7 +290,7 @@ class ProcessorTable:
         reply_for: Callable[[RemotingCommand], Reply],
     ) -> list[RawFrame]:
         """The frames the frame lane does not serve (all of them when there is none)."""
-        if self._lane is None:
+        if self._lane is None or self._guard is not None:
             return frames
         lane, pool = self._lane
         if pool.running >= pool.limits.concurrency or pool.queue:
@@ -288,6 +315,8 @@ class ProcessorTable:
             self._pools[int(code)] = pool
 
     def dispatch(self, ctx: RequestContext, request: RemotingCommand, reply: Reply) -> None:
+        if self._guard is not None and not self._admitted(ctx, [request], lambda _: reply):
+            return
         self._pools.get(request.code, self._default).submit(ctx, request, reply)
 
     def dispatch_many(
@@ -297,6 +326,10 @@ class ProcessorTable:
         reply_for: Callable[[RemotingCommand], Reply],
     ) -> None:
         """The requests of one received chunk, each pool's share handed over at once."""
+        if self._guard is not None:
+            requests = self._admitted(ctx, requests, reply_for)
+        if not requests:
+            return
         if len(requests) == 1:
             pool = self._pools.get(requests[0].code, self._default)
             pool.submit_batch(ctx, requests, reply_for)

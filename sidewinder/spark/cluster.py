@@ -30,6 +30,7 @@ from sidewinder.client.pulling import (
 )
 from sidewinder.client.route_cache import ClientError, MessageQueue
 from sidewinder.common.loop_thread import LoopThread
+from sidewinder.protocol.acl import Credentials
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.message import MessageConst
 from sidewinder.protocol.record import MessageRecord, decode_record
@@ -51,10 +52,15 @@ class DataLossError(RuntimeError):
 
 
 class Cluster:
-    def __init__(self, namesrv_addr: str) -> None:
+    def __init__(self, namesrv_addr: str, credentials: Credentials | None = None) -> None:
+        """`credentials`: the ACL keys every request is signed with."""
         self.namesrv_addr = namesrv_addr
+        self._keys: dict[str, str | None] = {
+            "access_key": credentials.access_key if credentials else None,
+            "secret_key": credentials.secret_key if credentials else None,
+        }
         self._thread = LoopThread("sidewinder-spark")
-        self._admin: Admin = self._call(_make(lambda: Admin(namesrv_addr)))
+        self._admin: Admin = self._call(_make(lambda: Admin(namesrv_addr, **self._keys)))
         self._producer: Producer | None = None
 
     def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
@@ -224,7 +230,9 @@ class Cluster:
     # -- writing ---------------------------------------------------------------------------------
     def producer(self) -> Producer:
         if self._producer is None:
-            self._producer = self._call(_make(lambda: Producer(PRODUCER_GROUP, self.namesrv_addr)))
+            self._producer = self._call(
+                _make(lambda: Producer(PRODUCER_GROUP, self.namesrv_addr, **self._keys))
+            )
         return self._producer
 
     def write_queues(self, topic: str) -> list[MessageQueue]:
@@ -317,14 +325,15 @@ async def _make(factory: Any) -> Any:
     return factory()  # built on the loop thread: the client binds to its running loop
 
 
-_shared: dict[str, Cluster] = {}
+_shared: dict[tuple[str, Credentials | None], Cluster] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_cluster(namesrv_addr: str) -> Cluster:
-    """This process's client for `namesrv_addr`, made on first use and kept for later tasks."""
+def shared_cluster(namesrv_addr: str, credentials: Credentials | None = None) -> Cluster:
+    """This process's client for `namesrv_addr` (and these ACL keys), made on first use and
+    kept for later tasks."""
     with _shared_lock:
-        cluster = _shared.get(namesrv_addr)
+        cluster = _shared.get((namesrv_addr, credentials))
         if cluster is None:
-            cluster = _shared[namesrv_addr] = Cluster(namesrv_addr)
+            cluster = _shared[namesrv_addr, credentials] = Cluster(namesrv_addr, credentials)
         return cluster

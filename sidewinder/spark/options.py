@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sidewinder.protocol.acl import Credentials, credentials
+
 EARLIEST, LATEST = -2, -1  # Kafka's (and the old RocketMQ connector's) JSON sentinels
 # A queue range longer than this is read by several tasks (offsets are dense: sizes are known).
 DEFAULT_RECORDS_PER_PARTITION = 100_000
@@ -71,6 +73,7 @@ class ReadOptions:
     commit_to_group: str | None
     pull_batch_size: int
     pull_timeout_s: float
+    credentials: Credentials | None = None  # accessKey / secretKey: ACL signatures
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, stream: bool | None) -> ReadOptions:
@@ -116,7 +119,16 @@ class ReadOptions:
             commit_to_group=given.get("committogroup", "").strip() or None,
             pull_batch_size=_positive(given, "pullBatchSize") or 32,
             pull_timeout_s=(_positive(given, "pullTimeoutMs") or 10_000) / 1000,
+            credentials=acl_credentials(given),
         )
+
+
+def acl_credentials(given: Mapping[str, str]) -> Credentials | None:
+    """The `accessKey` and `secretKey` options (both or neither), for a broker with ACL on."""
+    try:
+        return credentials(given.get("accesskey"), given.get("secretkey"))
+    except ValueError as exc:
+        raise OptionError("accessKey", str(exc)) from None
 
 
 def _lowered(options: Mapping[str, str]) -> dict[str, str]:

@@ -44,9 +44,10 @@ from pyspark.sql.types import StructType
 
 from sidewinder.client.producer import Message
 from sidewinder.client.route_cache import MessageQueue
+from sidewinder.protocol.acl import Credentials
 from sidewinder.protocol.message import MessageConst, java_string_hash
 from sidewinder.spark.cluster import Cluster, shared_cluster
-from sidewinder.spark.options import OptionError
+from sidewinder.spark.options import OptionError, acl_credentials
 
 SINK_LOG_TOPIC = "SIDEWINDER_SPARK_SINK_LOG"
 SELECTORS = ("column", "hash", "roundrobin")
@@ -61,6 +62,7 @@ class WriteOptions:
     selector: str
     exactly_once: bool
     sink_log_topic: str
+    credentials: Credentials | None = None  # accessKey / secretKey: ACL signatures
 
     @classmethod
     def parse(cls, options: Mapping[str, str], schema: StructType) -> WriteOptions:
@@ -100,6 +102,7 @@ class WriteOptions:
             selector=selector,
             exactly_once=exactly_once == "true",
             sink_log_topic=given.get("sinklogtopic", SINK_LOG_TOPIC).strip() or SINK_LOG_TOPIC,
+            credentials=acl_credentials(given),
         )
 
 
@@ -157,7 +160,7 @@ CHUNK_ROWS = 8192  # a task sends this many rows at a time (memory stays bounded
 
 
 def write_task(options: WriteOptions, task: str, batches: Iterator[pa.RecordBatch]) -> TaskWritten:
-    cluster = shared_cluster(options.namesrv_addr)
+    cluster = shared_cluster(options.namesrv_addr, options.credentials)
     if not options.exactly_once:
         sent = 0
         for chunk in _chunks(_messages(options, task, batches)):

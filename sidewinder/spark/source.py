@@ -112,7 +112,7 @@ class RocketMQDataSource(DataSource):
 
 def read_range(options: ReadOptions, schema: StructType, part: QueueRange) -> Iterator[Any]:
     """A task's rows: the range pulled in order, as Arrow batches of the read schema."""
-    cluster = shared_cluster(options.namesrv_addr)
+    cluster = shared_cluster(options.namesrv_addr, options.credentials)
     queue = MessageQueue(part.topic, part.broker_name, part.queue_id)
     subscription = Subscription.of(part.topic, options.sub_expression)
     target = arrow_schema(schema)
@@ -149,7 +149,7 @@ class BatchReader(DataSourceReader):
 
     def partitions(self) -> list[QueueRange]:
         options = self.options
-        cluster = shared_cluster(options.namesrv_addr)
+        cluster = shared_cluster(options.namesrv_addr, options.credentials)
         queues = discover_queues(cluster, options)
         starts = resolve(
             cluster,
@@ -179,12 +179,14 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._reported: dict[str, Any] | None = None
 
     def _queues(self) -> list[MessageQueue]:
-        return discover_queues(shared_cluster(self.options.namesrv_addr), self.options)
+        return discover_queues(
+            shared_cluster(self.options.namesrv_addr, self.options.credentials), self.options
+        )
 
     def _fetch_latest(self) -> QueueOffsets:
         now = time.monotonic()
         if not self._latest or now - self._latest_at > LATEST_CACHE_S:
-            cluster = shared_cluster(self.options.namesrv_addr)
+            cluster = shared_cluster(self.options.namesrv_addr, self.options.credentials)
             queues = self._queues()
             self._latest = {q: cluster.bounds(q)[1] for q in queues}
             self._latest_at = now
@@ -192,7 +194,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict[str, Any]:
         options = self.options
-        cluster = shared_cluster(options.namesrv_addr)
+        cluster = shared_cluster(options.namesrv_addr, options.credentials)
         starts = resolve(
             cluster,
             options.starting,
@@ -274,6 +276,6 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         that just finished) is reported too, each distinct one once."""
         if not self.options.commit_to_group or done == self._reported:
             return
-        cluster = shared_cluster(self.options.namesrv_addr)
+        cluster = shared_cluster(self.options.namesrv_addr, self.options.credentials)
         cluster.commit_offsets(self.options.commit_to_group, offsets_from_json(done))
         self._reported = done

@@ -162,8 +162,8 @@ async def _topic(broker: InProcessBroker, name: str) -> TopicConfig | None:
 def test_acl_codes_fail_as_on_a_broker_without_acl(
     broker: InProcessBroker, code: int, fields: dict[str, str], answer: int, named: str
 ) -> None:
-    """RocketMQ 4.9's failure codes for a broker with aclEnable=false (the only kind this one
-    runs as), the remark saying why instead of RocketMQ's NullPointerException."""
+    """RocketMQ 4.9's failure codes for a broker with aclEnable=false (the default), the remark
+    saying why instead of RocketMQ's NullPointerException."""
     reply = broker.invoke(RemotingCommand.request(code, fields))
     assert reply.code == answer, reply.remark
     assert "aclEnable=false" in (reply.remark or "") and named in (reply.remark or "")

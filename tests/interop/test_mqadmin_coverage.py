@@ -27,6 +27,7 @@ ADMIN = "tests/interop/test_mqadmin_admin.py"
 CALLS = "tests/interop/test_client_calls.py"
 CMDS = "tests/interop/test_mqadmin_commands.py"
 STATS = "tests/interop/test_mqadmin_stats.py"
+ACL = "tests/interop/test_acl.py"
 
 
 @dataclass(frozen=True)
@@ -142,20 +143,24 @@ COVERAGE: dict[str, Covered] = {
     "sendMessage": by(f"{CMDS}::test_send_and_consume_commands"),
     "consumeMessage": by(f"{CMDS}::test_send_and_consume_commands"),
     "updateAclConfig": by(
+        f"{ACL}::test_mqadmin_acl_commands",
         f"{CMDS}::test_acl_commands_answer_as_without_acl",
-        note="as a broker without ACL: UPDATE_AND_CREATE_ACL_CONFIG_FAILED (209)",
+        note="with ACL on: written to plain_acl.yml; without: UPDATE_AND_CREATE_ACL_CONFIG_FAILED",
     ),
     "deleteAclConfig": by(
+        f"{ACL}::test_mqadmin_acl_commands",
         f"{CMDS}::test_acl_commands_answer_as_without_acl",
-        note="as a broker without ACL: DELETE_ACL_CONFIG_FAILED (210)",
+        note="with ACL on: removed from its file; without: DELETE_ACL_CONFIG_FAILED (210)",
     ),
     "clusterAclConfigVersion": by(
+        f"{ACL}::test_mqadmin_acl_commands",
         f"{CMDS}::test_acl_commands_answer_as_without_acl",
-        note="fails on both; RocketMQ never answers (a timeout), Sidewinder at once",
+        note="with ACL on: each file's version; without, RocketMQ never answers, we fail at once",
     ),
     "updateGlobalWhiteAddr": by(
+        f"{ACL}::test_mqadmin_acl_commands",
         f"{CMDS}::test_acl_commands_answer_as_without_acl",
-        note="as a broker without ACL: UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED (211)",
+        note="with ACL on: the white list replaced; without: code 211",
     ),
     "exportMetadata": by(f"{ADMIN}::test_export_configs_metadata_and_metrics"),
     "exportConfigs": by(f"{ADMIN}::test_export_configs_metadata_and_metrics"),

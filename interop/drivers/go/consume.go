@@ -103,13 +103,22 @@ func (o *options) consumerOptions() []consumer.Option {
 	if o.from == "last" {
 		from = consumer.ConsumeFromLastOffset
 	}
-	return []consumer.Option{
+	opts := []consumer.Option{
 		consumer.WithNsResolver(o.resolver()),
 		consumer.WithGroupName(o.group),
 		consumer.WithInstance(o.instance),
 		consumer.WithConsumerModel(model),
 		consumer.WithConsumeFromWhere(from),
 	}
+	if o.accessKey != "" || o.secretKey != "" {
+		opts = append(opts, consumer.WithCredentials(o.credentials()))
+	}
+	return opts
+}
+
+// credentials: the ACL keys every request is signed with.
+func (o *options) credentials() primitive.Credentials {
+	return primitive.Credentials{AccessKey: o.accessKey, SecretKey: o.secretKey}
 }
 
 // routeMissing: Start() of both consumers fails (and shuts the consumer down) when the topic has

@@ -38,6 +38,10 @@ type options struct {
 	timeout  float64
 	instance string
 
+	// ACL: both or neither (primitive.Credentials, signed by the client)
+	accessKey string
+	secretKey string
+
 	// produce / transact
 	count      int
 	mode       string
@@ -88,6 +92,8 @@ func parseArgs(args []string) *options {
 	fs.StringVar(&o.group, "group", "", "")
 	fs.Float64Var(&o.timeout, "timeout", 60, "")
 	fs.StringVar(&o.instance, "instance", strconv.Itoa(os.Getpid()), "")
+	fs.StringVar(&o.accessKey, "access-key", "", "")
+	fs.StringVar(&o.secretKey, "secret-key", "", "")
 	switch o.cmd {
 	case "produce", "transact":
 		fs.IntVar(&o.count, "count", -1, "")

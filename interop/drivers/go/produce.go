@@ -85,6 +85,9 @@ func (o *options) producerOptions() []producer.Option {
 	if o.queue >= 0 {
 		opts = append(opts, producer.WithQueueSelector(queueIDSelector{o.queue}))
 	}
+	if o.accessKey != "" || o.secretKey != "" {
+		opts = append(opts, producer.WithCredentials(o.credentials()))
+	}
 	return opts
 }
 

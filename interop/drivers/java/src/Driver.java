@@ -36,12 +36,15 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.MessageSelector;
 import org.apache.rocketmq.client.consumer.PullResult;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
@@ -64,6 +67,7 @@ import org.apache.rocketmq.common.message.MessageClientIDSetter;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.common.protocol.heartbeat.MessageModel;
+import org.apache.rocketmq.remoting.RPCHook;
 
 public final class Driver {
 
@@ -223,7 +227,7 @@ public final class Driver {
         "mode", "batch-size", "tag", "keys-prefix", "body-prefix", "body-size", "prop",
         "delay-level", "queue", "start", "model", "tags", "sql", "from", "seek",
         "reconsume-later", "linger", "serialize", "vip", "compress-over", "request-timeout",
-        "reply"));
+        "reply", "access-key", "secret-key"));
 
     static final Map<String, List<String>> OPTS = new LinkedHashMap<>();
 
@@ -319,6 +323,19 @@ public final class Driver {
 
     static String namesrv, topic, group, instance;
     static boolean vip;
+    static RPCHook hook; // AclClientRPCHook when --access-key and --secret-key are given
+
+    static RPCHook aclHook() {
+        String ak = opt("access-key", null);
+        String sk = opt("secret-key", null);
+        if (ak == null && sk == null) {
+            return null;
+        }
+        if (ak == null || sk == null) {
+            throw new UsageError("--access-key and --secret-key go together");
+        }
+        return new AclClientRPCHook(new SessionCredentials(ak, sk));
+    }
 
     // ------------------------------------------------------------------ main
 
@@ -362,6 +379,7 @@ public final class Driver {
             topic = req("topic");
             group = req("group");
             instance = opt("instance", String.valueOf(ProcessHandle.current().pid()));
+            hook = aclHook();
         } catch (UsageError e) {
             fail("usage", e.getMessage(), 2);
             return;
@@ -647,7 +665,7 @@ public final class Driver {
         }
 
         phase = "starting producer";
-        DefaultMQProducer p = new DefaultMQProducer(group);
+        DefaultMQProducer p = new DefaultMQProducer(group, hook);
         p.setNamesrvAddr(namesrv);
         p.setInstanceName(instance);
         p.setVipChannelEnabled(vip);
@@ -797,7 +815,7 @@ public final class Driver {
         spec.bodySize = intOpt("body-size", -1);
         final long start = longOpt("start", 0);
         phase = "starting requester";
-        DefaultMQProducer p = new DefaultMQProducer(group);
+        DefaultMQProducer p = new DefaultMQProducer(group, hook);
         p.setNamesrvAddr(namesrv);
         p.setInstanceName(instance);
         p.setVipChannelEnabled(vip);
@@ -912,7 +930,7 @@ public final class Driver {
         final AtomicLong lastCheck = new AtomicLong();
 
         phase = "starting transaction producer";
-        TransactionMQProducer p = new TransactionMQProducer(group);
+        TransactionMQProducer p = new TransactionMQProducer(group, hook);
         p.setNamesrvAddr(namesrv);
         p.setInstanceName(instance);
         p.setVipChannelEnabled(vip);
@@ -1040,7 +1058,7 @@ public final class Driver {
                 throw new UsageError("--reply is for push consumers");
             }
             phase = "starting replier";
-            replier = new DefaultMQProducer(group + "-replier");
+            replier = new DefaultMQProducer(group + "-replier", hook);
             replier.setNamesrvAddr(namesrv);
             replier.setInstanceName(instance + "-replier");
             replier.setVipChannelEnabled(vip);
@@ -1077,7 +1095,7 @@ public final class Driver {
     static void push(boolean orderly, MessageModel mm, ConsumeFromWhere cfw, String tags, String sql, double linger)
         throws Exception {
         phase = "starting push consumer";
-        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group, hook, new AllocateMessageQueueAveragely());
         c.setNamesrvAddr(namesrv);
         c.setInstanceName(instance);
         c.setVipChannelEnabled(vip);
@@ -1117,7 +1135,7 @@ public final class Driver {
     /** DefaultMQPullConsumer over every queue of the topic, starting at its min (first) or max (last) offset. */
     static void pull(MessageModel mm, String from, String tags, String sql, double linger) throws Exception {
         phase = "starting pull consumer";
-        DefaultMQPullConsumer c = new DefaultMQPullConsumer(group);
+        DefaultMQPullConsumer c = new DefaultMQPullConsumer(group, hook);
         c.setNamesrvAddr(namesrv);
         c.setInstanceName(instance);
         c.setVipChannelEnabled(vip);
@@ -1234,7 +1252,7 @@ public final class Driver {
             throw new Unsupported("DefaultLitePullConsumer has no reconsume-later");
         }
         phase = "starting lite pull consumer";
-        DefaultLitePullConsumer c = new DefaultLitePullConsumer(group);
+        DefaultLitePullConsumer c = new DefaultLitePullConsumer(group, hook);
         c.setNamesrvAddr(namesrv);
         c.setInstanceName(instance);
         c.setVipChannelEnabled(vip);
