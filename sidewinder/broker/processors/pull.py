@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 from collections.abc import Callable
 
 from sidewinder.broker.clients import Clients
@@ -43,6 +44,8 @@ def _record_filter(predicate: Predicate) -> Callable[[memoryview], bool]:
     return matches
 
 
+# StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE: what the in-memory ratio is a share of.
+PHYSICAL_MEMORY = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 _CODES = {
@@ -87,7 +90,12 @@ class PullProcessor:
         await self.store.caught_up()
         response = self._pull(request, header, codes, record_filter)
         suspend = header.sys_flag & FLAG_SUSPEND
-        if header.sys_flag & FLAG_COMMIT_OFFSET and header.commit_offset >= 0:
+        # A slave does not keep what consumers pulled from it: its offsets are its master's.
+        if (
+            header.sys_flag & FLAG_COMMIT_OFFSET
+            and header.commit_offset >= 0
+            and not self.store.is_slave
+        ):
             self.offsets.commit(
                 header.consumer_group, header.topic, header.queue_id, header.commit_offset
             )
@@ -233,6 +241,13 @@ class PullProcessor:
             record_filter=record_filter,
         )
         code = self._code(got, header.queue_offset)
+        suggest = self._suggested_broker(header, got) if self.config.slave_read_enable else 0
+        if code == ResponseCode.PULL_OFFSET_MOVED and self.store.is_slave:
+            # A slave does not move a consumer's offset (offsetCheckInSlave is off): it asks
+            # for a retry, and names the group's broker.
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+            group = self.groups.find(header.consumer_group)
+            suggest = group.broker_id if group is not None else 0
         self.stats.pulled(
             header.topic,
             header.consumer_group,
@@ -242,7 +257,7 @@ class PullProcessor:
             got.next_begin_offset,
         )
         ext = PullMessageResponseHeader(
-            0, got.next_begin_offset, got.min_offset, got.max_offset
+            suggest, got.next_begin_offset, got.min_offset, got.max_offset
         ).to_ext()
         body = got.body() if got.messages else None
         reply = request.reply(
@@ -252,9 +267,27 @@ class PullProcessor:
             body=body,
         )
         reply.encoded_header = pull_reply_header(
-            reply, 0, got.next_begin_offset, got.min_offset, got.max_offset
+            reply, suggest, got.next_begin_offset, got.min_offset, got.max_offset
         )
         return reply
+
+    def _suggested_broker(self, header: PullMessageRequestHeader, got: GetResult) -> int:
+        """With slaveReadEnable: the group's whichBrokerWhenConsumeSlowly when the pull reads
+        further behind the CommitLog's end than accessMessageInMemoryMaxRatio of the machine's
+        memory (cold data, likely off the page cache), else the group's brokerId."""
+        group = self.groups.find(header.consumer_group)
+        if group is None:
+            return 0
+        if got.messages:
+            # The last entry the pull read, as RocketMQ's maxPhyOffsetPulling.
+            last = got.next_begin_offset - 1
+            entry = self.store.queue_entry(header.topic, header.queue_id, last)
+            if entry is not None:
+                behind = self.store.max_phy_offset - entry.phy_offset
+                ratio = self.store.config.access_message_in_memory_max_ratio
+                if behind > PHYSICAL_MEMORY * ratio // 100:
+                    return group.which_broker_when_consume_slowly
+        return group.broker_id
 
     @staticmethod
     def _code(got: GetResult, requested: int) -> ResponseCode:
