@@ -28,7 +28,11 @@ from sidewinder.broker.processors.send import SendProcessor
 from sidewinder.broker.processors.send_back import SendBackProcessor
 from sidewinder.common.native import NATIVE
 from sidewinder.protocol.codes import RequestCode as R
-from sidewinder.remoting.dispatch import Limits, NotSupported, ProcessorTable
+from sidewinder.protocol.codes import ResponseCode
+from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.errors import SidewinderError
+from sidewinder.remoting.dispatch import Limits, NotSupported, ProcessorTable, RequestContext
+from sidewinder.store.config import BrokerRole
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,28 @@ def admin_codes(admin: AdminHandlers) -> dict[int, Handler]:
     }
 
 
+SLAVE_REFUSED_ADMIN = (
+    R.UPDATE_AND_CREATE_TOPIC,
+    R.DELETE_TOPIC_IN_BROKER,
+    R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+    R.DELETE_SUBSCRIPTIONGROUP,
+)
+
+
+async def _refused_on_a_slave(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    raise SidewinderError(
+        "Can't modify topic or subscription group from slave broker, "
+        "please execute it from master broker."
+    )
+
+
+class _SlaveEndTransaction:
+    """A slave takes no transaction's end: its master stores the outcome."""
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        return request.reply(ResponseCode.SLAVE_NOT_AVAILABLE)
+
+
 def build_routes(
     config: BrokerConfig,
     *,
@@ -115,7 +141,7 @@ def build_routes(
     table.register(send_back, R.CONSUMER_SEND_MSG_BACK)
     table.register(reply, R.SEND_REPLY_MESSAGE, R.SEND_REPLY_MESSAGE_V2)
     table.register(
-        end_transaction,
+        _SlaveEndTransaction() if config.store.broker_role is BrokerRole.SLAVE else end_transaction,
         R.END_TRANSACTION,
         limits=Limits(
             concurrency=64,
@@ -162,6 +188,11 @@ def build_routes(
         R.GET_EARLIEST_MSG_STORETIME,
     )
     handlers = admin_codes(admin)
+    if config.store.broker_role is BrokerRole.SLAVE:
+        # A slave's topics and groups are its master's copies (AdminBrokerProcessor's
+        # validateSlave).
+        for code in SLAVE_REFUSED_ADMIN:
+            handlers[code] = _refused_on_a_slave
     table.register(ByCode(handlers), *handlers)
     # mqadmin's calls the broker forwards to a client (Broker2Client).
     table.register(

@@ -1,7 +1,8 @@
 """Reading from a broker group's slave, on RocketMQ 4.9.7's pair and ours: with slaveReadEnable
 a master names the slave (whichBrokerWhenConsumeSlowly) to a consumer reading cold data, else
 the master; a slave keeps no offset a pull commits, and answers a pull past its queue's end
-with a retry rather than moving the consumer's offset."""
+with a retry rather than moving the consumer's offset. A slave refuses topic and group changes
+and transaction ends, with RocketMQ's codes and remarks."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def suggested(reply: RemotingCommand) -> int:
     return PullMessageResponseHeader.from_ext(reply.ext_fields).suggest_which_broker_id
 
 
-def test_slave_reads(pair: tuple[ClusterTarget, ReplicaBroker]) -> None:
+def test_reading_from_and_writing_to_a_slave(pair: tuple[ClusterTarget, ReplicaBroker]) -> None:
     master, slave = pair
     topic, group = unique("SlaveRead"), unique("SlaveReadGroup")
     create_topic(master.namesrv_addr, topic, cluster=master.cluster_name, queues=1)
@@ -108,5 +109,47 @@ def test_slave_reads(pair: tuple[ClusterTarget, ReplicaBroker]) -> None:
         past = pull(client, slave.addr, topic, group, 1000)
         assert past.code == ResponseCode.PULL_RETRY_IMMEDIATELY, past
         assert suggested(past) == 0
+
+        changes = [
+            RemotingCommand.request(
+                RequestCode.UPDATE_AND_CREATE_TOPIC,
+                {
+                    "topic": topic,
+                    "defaultTopic": "TBW102",
+                    "readQueueNums": "2",
+                    "writeQueueNums": "2",
+                    "perm": "6",
+                    "topicFilterType": "SINGLE_TAG",
+                    "topicSysFlag": "0",
+                    "order": "false",
+                },
+            ),
+            RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}),
+            RemotingCommand.request(
+                RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                {},
+                body=b'{"groupName":"%s"}' % group.encode(),
+            ),
+            RemotingCommand.request(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": group}),
+        ]
+        for change in changes:
+            refused = client.invoke(slave.addr, change, 5)
+            assert (refused.code, refused.remark) == (
+                ResponseCode.SYSTEM_ERROR,
+                "Can't modify topic or subscription group from slave broker, "
+                "please execute it from master broker.",
+            ), change.code
+        end = RemotingCommand.request(
+            RequestCode.END_TRANSACTION,
+            {
+                "producerGroup": "SlaveTx",
+                "tranStateTableOffset": "0",
+                "commitLogOffset": "0",
+                "commitOrRollback": "8",
+                "fromTransactionCheck": "false",
+                "msgId": "7F00000100002A9F0000000000000000",
+            },
+        )
+        assert client.invoke(slave.addr, end, 5).code == ResponseCode.SLAVE_NOT_AVAILABLE
     finally:
         client.close()
