@@ -30,6 +30,7 @@ from sidewinder.protocol.headers import (
 )
 from sidewinder.protocol.subscription import Subscription
 from sidewinder.remoting.client import RemotingClient
+from sidewinder.remoting.tls import TlsOption
 
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 # How long a lookup by queue waits for a route the name servers do not have yet: a broker
@@ -50,8 +51,8 @@ class QueueProgress:
 
 
 class Admin:
-    def __init__(self, namesrv_addr: str) -> None:
-        self.remoting = RemotingClient()
+    def __init__(self, namesrv_addr: str, *, tls: TlsOption = None) -> None:
+        self.remoting = RemotingClient(tls=tls)
         self.routes = RouteCache(self.remoting, [a for a in namesrv_addr.split(";") if a])
 
     async def close(self) -> None:

@@ -37,6 +37,7 @@ from sidewinder.client.pulling import (
 from sidewinder.client.route_cache import ROUTE_RETRY_S, ClientError, MessageQueue
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.subscription import Subscription
+from sidewinder.remoting.tls import TlsOption
 
 __all__ = ["PullConsumer", "ReceivedMessage"]
 
@@ -57,6 +58,7 @@ class PullConsumer:
         rebalance_interval_s: float = 20.0,
         heartbeat_interval_s: float = 30.0,
         instance_name: str | None = None,
+        tls: TlsOption = None,
     ) -> None:
         self.group = group
         self.member = GroupMember(
@@ -66,6 +68,7 @@ class PullConsumer:
             message_model=message_model,
             consume_from=consume_from,
             instance_name=instance_name,
+            tls=tls,
         )
         self.remoting = self.member.remoting
         self.routes = self.member.routes

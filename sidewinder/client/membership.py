@@ -41,6 +41,7 @@ from sidewinder.protocol.subscription import Subscription
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.connection import RemotingError
 from sidewinder.remoting.dispatch import ProcessorTable, RequestContext
+from sidewinder.remoting.tls import TlsOption
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 log = structlog.get_logger(__name__)
@@ -103,6 +104,7 @@ class GroupMember:
         message_model: str = CLUSTERING,
         consume_from: str = "last",
         instance_name: str | None = None,
+        tls: TlsOption = None,
     ) -> None:
         if message_model not in (CLUSTERING, BROADCASTING):
             raise ValueError(f"message_model must be {CLUSTERING} or {BROADCASTING}")
@@ -121,7 +123,7 @@ class GroupMember:
         self.table.register(
             _NotifyProcessor(self.changed.set), RequestCode.NOTIFY_CONSUMER_IDS_CHANGED
         )
-        self.remoting = RemotingClient(self.table)
+        self.remoting = RemotingClient(self.table, tls=tls)
         self.routes = RouteCache(self.remoting, [a for a in namesrv_addr.split(";") if a])
         self._brokers: set[str] = set()  # every broker we heartbeated: told when we leave
         self._heard_by: set[str] = set()  # the ones that took the last heartbeat

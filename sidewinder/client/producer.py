@@ -53,6 +53,7 @@ from sidewinder.protocol.message import MessageConst, encode_properties
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.connection import RemotingError
 from sidewinder.remoting.dispatch import ProcessorTable
+from sidewinder.remoting.tls import TlsOption
 
 # The 4.9 Java producer retries another broker on these (retryResponseCodes).
 RETRY_CODES = {17, 14, 1, 16, 204, 205}
@@ -121,13 +122,14 @@ class Producer:
         default_topic_queue_nums: int = 4,
         serialize_type: SerializeType = SerializeType.JSON,
         instance_name: str | None = None,
+        tls: TlsOption = None,
     ) -> None:
         self.group = group
         self.client_id = new_client_id(instance_name)
         self.replies = ReplyReceiver()
         table = ProcessorTable()
         table.register(self.replies, RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT)
-        self.remoting = RemotingClient(table)
+        self.remoting = RemotingClient(table, tls=tls)
         self.routes = RouteCache(self.remoting, [a for a in namesrv_addr.split(";") if a])
         self.send_timeout_s = send_timeout_s
         self.retries = retries

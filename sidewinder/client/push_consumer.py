@@ -55,6 +55,7 @@ from sidewinder.protocol.codes import RequestCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import ConsumerSendMsgBackRequestHeader
 from sidewinder.remoting.connection import RemotingError
+from sidewinder.remoting.tls import TlsOption
 
 log = structlog.get_logger(__name__)
 
@@ -108,6 +109,7 @@ class PushConsumer:
         heartbeat_interval_s: float = 30.0,
         instance_name: str | None = None,
         offset_store_dir: Path = DEFAULT_LOCAL_DIR,
+        tls: TlsOption = None,
     ) -> None:
         if consume_concurrency < 1 or batch_size < 1 or pull_batch_size < 1:
             raise ValueError("consume_concurrency, batch_size and pull_batch_size must be >= 1")
@@ -120,6 +122,7 @@ class PushConsumer:
             message_model=message_model,
             consume_from=consume_from,
             instance_name=instance_name,
+            tls=tls,
         )
         self.offsets: OffsetStore = (
             LocalOffsetStore(offset_store_dir, self.member.client_id, group)
