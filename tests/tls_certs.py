@@ -20,7 +20,8 @@ PASSWORD = "s3cret"
 class CertSet:
     ca_cert: Path
     server_cert: Path
-    server_key: Path  # encrypted with `password`
+    server_key: Path  # encrypted with `password` (PBES2: Python reads it, RocketMQ 4.9's Netty not)
+    server_key_plain: Path  # the same key unencrypted
     client_cert: Path
     client_key: Path  # not encrypted
     password: str = PASSWORD
@@ -112,6 +113,7 @@ def make_certs(directory: Path) -> CertSet:
         ca_cert=ca_path,
         server_cert=directory / "server.crt",
         server_key=_write_key(directory / "server.key", server_key, PASSWORD),
+        server_key_plain=_write_key(directory / "server-plain.key", server_key, None),
         client_cert=directory / "client.crt",
         client_key=_write_key(directory / "client.key", client_key, None),
     )

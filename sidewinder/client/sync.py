@@ -155,8 +155,8 @@ class PushConsumer(_Blocking[push_consumer.PushConsumer]):
 class Admin(_Blocking[admin.Admin]):
     """Every method of `sidewinder.client.admin.Admin`, blocking."""
 
-    def __init__(self, namesrv_addr: str) -> None:
-        super().__init__(lambda: admin.Admin(namesrv_addr), "admin")
+    def __init__(self, namesrv_addr: str, **options: Any) -> None:
+        super().__init__(lambda: admin.Admin(namesrv_addr, **options), "admin")
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):

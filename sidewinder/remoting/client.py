@@ -26,7 +26,7 @@ from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.codec import DEFAULT_MAX_FRAME
 from sidewinder.remoting.connection import Connection, RemotingConnectError
 from sidewinder.remoting.dispatch import ProcessorTable
-from sidewinder.remoting.tls import TlsOption, resolve_client_tls
+from sidewinder.remoting.tls import SSL_SHUTDOWN_TIMEOUT_S, TlsOption, resolve_client_tls
 
 T = TypeVar("T")
 
@@ -81,6 +81,9 @@ class RemotingClient:
                         port,
                         ssl=self.ssl_context,
                         server_hostname=host if self.ssl_context is not None else None,
+                        ssl_shutdown_timeout=(
+                            SSL_SHUTDOWN_TIMEOUT_S if self.ssl_context is not None else None
+                        ),
                     ),
                     self.connect_timeout_s,
                 )

@@ -29,7 +29,12 @@ import structlog
 from sidewinder.remoting.config import ServerConfig
 from sidewinder.remoting.connection import Connection
 from sidewinder.remoting.dispatch import ProcessorTable
-from sidewinder.remoting.tls import HANDSHAKE_MAGIC, ServerTls, TlsMode
+from sidewinder.remoting.tls import (
+    HANDSHAKE_MAGIC,
+    SSL_SHUTDOWN_TIMEOUT_S,
+    ServerTls,
+    TlsMode,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -146,8 +151,15 @@ class RemotingServer:
         loop = asyncio.get_running_loop()
         peer = _peer(sock)
         try:
-            context = await self.tls.context() if is_tls else None
-            await loop.connect_accepted_socket(self._new_connection, sock, ssl=context)
+            if is_tls:
+                await loop.connect_accepted_socket(
+                    self._new_connection,
+                    sock,
+                    ssl=await self.tls.context(),
+                    ssl_shutdown_timeout=SSL_SHUTDOWN_TIMEOUT_S,
+                )
+            else:
+                await loop.connect_accepted_socket(self._new_connection, sock)
         except asyncio.CancelledError:
             sock.close()
             raise

@@ -38,6 +38,10 @@ DEFAULT_CONFIG_FILE = "/etc/rocketmq/tls.properties"
 # Keys the file cannot set (RocketMQ's extractTlsConfigFromFile leaves them alone).
 NOT_FROM_FILE = frozenset({"tls.server.mode", "tls.enable", "tls.config.file"})
 HANDSHAKE_MAGIC = 0x16  # a TLS record of type handshake: how a ClientHello starts
+# How long a closing TLS connection waits for the peer's close_notify. Netty's SslHandler
+# (RocketMQ's both sides) sends its own and closes without waiting for one, and RocketMQ never
+# answers ours: asyncio's default, 30 s, held every close to a RocketMQ peer that long.
+SSL_SHUTDOWN_TIMEOUT_S = 0.25
 
 
 class TlsError(ValueError):
