@@ -31,7 +31,13 @@ class DriverError(AssertionError):
     """A driver run did not reach its goal; the message has its events and stderr tail."""
 
 
-def driver_command(client: str, workdir: Path, cache: BenchCache | None = None) -> list[str]:
+def driver_command(
+    client: str,
+    workdir: Path,
+    cache: BenchCache | None = None,
+    jvm_props: dict[str, str] | None = None,
+) -> list[str]:
+    """`jvm_props`: -D settings for the Java client (tls.enable and the like)."""
     cache = cache or bench_cache()
     if client == "java":
         classpath = f"{cache.java_driver_classes}:{cache.classpath('client')}"
@@ -44,6 +50,7 @@ def driver_command(client: str, workdir: Path, cache: BenchCache | None = None) 
             *JDK17_OPENS,
             f"-Duser.home={workdir}",
             f"-Drocketmq.client.logRoot={workdir / 'logs'}",
+            *(f"-D{k}={v}" for k, v in (jvm_props or {}).items()),
             "-cp",
             classpath,
             JAVA_DRIVER_MAIN,
@@ -165,8 +172,11 @@ class DriverProcess:
         timeout_s: float = 60.0,
         workdir: Path | None = None,
         cache: BenchCache | None = None,
+        jvm_props: dict[str, str] | None = None,
         **options: Any,
     ) -> None:
+        if jvm_props and client != "java":
+            raise ValueError(f"jvm_props are for the java driver, not {client}")
         self.client = client
         # A directory of our own making goes when the run is collected; a caller's stays.
         self._owns_workdir = workdir is None
@@ -186,7 +196,7 @@ class DriverProcess:
             *option_args(options),
         ]
         check_driver_installed(client, cache)
-        cmd = driver_command(client, self.workdir, cache) + self.argv
+        cmd = driver_command(client, self.workdir, cache, jvm_props) + self.argv
         self._stdout = open(self.workdir / "driver.stdout", "w+b")  # noqa: SIM115
         self._stderr = open(self.workdir / "driver.stderr", "w+b")  # noqa: SIM115
         self.started = time.monotonic()

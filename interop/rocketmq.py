@@ -77,7 +77,8 @@ def write_properties(path: Path, values: Mapping[str, Any]) -> None:
 
 
 class RocketMQCluster:
-    """One real RocketMQ name server and one master broker, each a JVM we own by pid."""
+    """One real RocketMQ name server and one master broker, each a JVM we own by pid.
+    `system_props` go to both JVMs as -D (RocketMQ's TLS settings are read only from there)."""
 
     kind = "rocketmq"
 
@@ -90,6 +91,7 @@ class RocketMQCluster:
         broker_heap_mb: int = 512,
         namesrv_heap_mb: int = 256,
         startup_timeout_s: float = 90.0,
+        system_props: Mapping[str, str] | None = None,
     ) -> None:
         self.workdir = Path(workdir)
         self.cache = cache or bench_cache()
@@ -119,6 +121,7 @@ class RocketMQCluster:
                 NAMESRV_MAIN,
                 ["-c", str(self.workdir / "namesrv.conf")],
                 heap_mb=namesrv_heap_mb,
+                extra_props=dict(system_props or {}),
             ),
             self.workdir / "namesrv.out",
             env=java_env(self.workdir),
@@ -133,6 +136,7 @@ class RocketMQCluster:
                 BROKER_MAIN,
                 ["-c", str(self.workdir / "broker.conf")],
                 heap_mb=broker_heap_mb,
+                extra_props=dict(system_props or {}),
             ),
             self.workdir / "broker.out",
             env=java_env(self.workdir),

@@ -91,9 +91,12 @@ class SidewinderCluster:
         *,
         broker_conf: dict[str, Any] | None = None,
         startup_timeout_s: float = 60.0,
+        system_props: dict[str, str] | None = None,
     ) -> None:
         self.workdir = Path(workdir)
-        self.namesrv = SidewinderNamesrv(self.workdir / "namesrv")
+        # RocketMQ's system properties that we take (tls.*) are keys of both conf files here.
+        props = dict(system_props or {})
+        self.namesrv = SidewinderNamesrv(self.workdir / "namesrv", props)
         overrides = dict(broker_conf or {})
         self.broker_port = int(overrides.get("listenPort") or free_port_block((-2, 0, 1)))
         self.store_path = Path(overrides.get("storePathRootDir") or self.workdir / "store")
@@ -101,6 +104,7 @@ class SidewinderCluster:
             store=self.store_path, namesrv_addr=self.namesrv.addr, listen_port=self.broker_port
         )
         conf.update({k: v for k, v in overrides.items() if v is not None})
+        conf.update(props)
         self.broker_conf = conf
         self.broker_name = str(conf["brokerName"])
         self.cluster_name = str(conf["brokerClusterName"])

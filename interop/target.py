@@ -58,15 +58,21 @@ TARGET_KINDS: dict[str, TargetFactory] = {
 
 
 def create_target(
-    kind: str, workdir: Path, broker_conf: Mapping[str, Any] | None = None
+    kind: str,
+    workdir: Path,
+    broker_conf: Mapping[str, Any] | None = None,
+    system_props: Mapping[str, str] | None = None,
 ) -> ClusterTarget:
-    """A target of `kind`, configured but not started."""
+    """A target of `kind`, configured but not started. `system_props` are RocketMQ's -D
+    settings for both daemons (TLS's): JVM flags on RocketMQ, conf keys on Sidewinder."""
     try:
         factory = TARGET_KINDS[kind]
     except KeyError:
         raise ValueError(
             f"unknown target kind {kind!r}; available: {', '.join(TARGET_KINDS)}"
         ) from None
+    if system_props:
+        return factory(workdir, broker_conf=broker_conf, system_props=dict(system_props))
     return factory(workdir, broker_conf=broker_conf)
 
 

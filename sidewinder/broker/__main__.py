@@ -19,6 +19,7 @@ from sidewinder.common.config import ConfigError
 from sidewinder.common.log import configure_logging
 from sidewinder.common.properties import read_properties
 from sidewinder.common.service import serve_until_signalled
+from sidewinder.remoting.tls import TlsError
 from sidewinder.store.run_markers import StoreLockedError
 
 
@@ -62,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         uvloop.run(serve(config, args.config))
+    except TlsError as exc:  # certificate files, read at start
+        print(f"mqbroker: {exc}", file=sys.stderr)
+        return 2
     except StoreLockedError as exc:
         print(f"mqbroker: {exc}", file=sys.stderr)
         return 1

@@ -54,6 +54,7 @@ from sidewinder.remoting.connection import Connection
 from sidewinder.remoting.dispatch import ProcessorTable
 from sidewinder.remoting.latency import RpcLatency, Timed
 from sidewinder.remoting.server import RemotingServer
+from sidewinder.remoting.tls import ServerTls, client_context
 from sidewinder.store.dispatchers import parse_delay_levels
 from sidewinder.store.message_store import MessageStore
 from sidewinder.store.timer_store import TimerStore
@@ -102,7 +103,11 @@ class BrokerApp:
         self.clients = Clients(self._notify_ids_changed)
         self.holds = PullHolds()
         self.store.arrival_listeners.append(self.holds.arrived)
-        self.outbound = RemotingClient()
+        # To the name servers (and a slave's master): TLS with tls.enable or when this broker
+        # enforces it, as RocketMQ's BrokerStartup sets useTLS.
+        self.outbound = RemotingClient(
+            tls=client_context(config.tls) if config.tls.client_enabled else None
+        )
         self.registration = Registration(config, self.topics, self.outbound)
         self.transactions = Transactions(config, self.store, self.topics, self.clients)
         levels = parse_delay_levels(config.store.message_delay_level)
@@ -225,9 +230,11 @@ class BrokerApp:
             table.guard(self.acl.check)  # every request, before any processor sees it
         self.metrics = self._metrics_server(table)
         listener = _ClientChannels(self.clients)
-        self.server = RemotingServer(table, config.server, listener=listener)
+        tls = ServerTls(config.tls)  # one context for both listeners
+        tls.check()  # certificate files that cannot be read stop the start
+        self.server = RemotingServer(table, config.server, listener=listener, tls=tls)
         fast = config.server.model_copy(update={"listen_port": config.server.listen_port - 2})
-        self.fast_server = RemotingServer(table, fast, listener=listener)
+        self.fast_server = RemotingServer(table, fast, listener=listener, tls=tls)
         self._tasks: list[asyncio.Task[None]] = []
         self._persisting: asyncio.Task[None] | None = None
         self._metadata_dirty = False

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sidewinder.common.config import ConfigError, camel, from_properties
 from sidewinder.common.metrics_server import DEFAULT_PORT, MetricsExporterType
 from sidewinder.remoting.config import ServerConfig
+from sidewinder.remoting.tls import TLS_KEYS, TlsConfig
 from sidewinder.store.config import BrokerRole, StoreConfig
 
 __all__ = [
@@ -28,6 +29,8 @@ __all__ = [
 ]
 
 PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 8, 4, 2, 1
+# Sections with keys of their own (the TLS keys are RocketMQ's system properties, read once).
+SECTIONS = ("store", "server", "tls")
 
 
 def _local_ip() -> str:
@@ -110,6 +113,7 @@ class BrokerConfig(BaseModel):
     client_callback_executor_threads: int = Field(default_factory=lambda: os.cpu_count() or 1)
     store: StoreConfig = Field(default_factory=StoreConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    tls: TlsConfig = Field(default_factory=TlsConfig)
 
     @field_validator("*", mode="before")
     @classmethod
@@ -120,9 +124,10 @@ class BrokerConfig(BaseModel):
     def from_properties(cls, values: Mapping[str, Any]) -> BrokerConfig:
         store = StoreConfig.from_properties(values)
         server = from_properties(ServerConfig, values, "broker.conf (server)")
-        own_values = {k: v for k, v in values.items() if k not in ("store", "server")}
+        tls = TlsConfig.load(values)
+        own_values = {k: v for k, v in values.items() if k not in SECTIONS}
         own = from_properties(cls, own_values, "broker.conf")
-        update: dict[str, Any] = {"store": store, "server": server}
+        update: dict[str, Any] = {"store": store, "server": server, "tls": tls}
         if own.broker_id != 0 and store.broker_role is not BrokerRole.SLAVE:
             # As RocketMQ's BrokerStartup: a master is broker 0, whatever brokerId says.
             update["broker_id"] = 0
@@ -130,9 +135,9 @@ class BrokerConfig(BaseModel):
 
     @classmethod
     def conf_keys(cls) -> set[str]:
-        own = {f.alias or n for n, f in cls.model_fields.items() if n not in ("store", "server")}
+        own = {f.alias or n for n, f in cls.model_fields.items() if n not in SECTIONS}
         server = {f.alias or n for n, f in ServerConfig.model_fields.items()}
-        return own | server | StoreConfig.conf_keys()
+        return own | server | StoreConfig.conf_keys() | TLS_KEYS
 
     @property
     def broker_addr(self) -> str:
@@ -163,7 +168,7 @@ class BrokerConfig(BaseModel):
         out: dict[str, str] = {}
         for section in (self, self.server, self.store):
             for name, f in type(section).model_fields.items():
-                if name in ("store", "server"):
+                if name in SECTIONS:
                     continue
                 value = getattr(section, name)
                 text = str(value.value if hasattr(value, "value") else value)
@@ -224,7 +229,7 @@ def apply_update(config: BrokerConfig, values: Mapping[str, str]) -> dict[str, s
         own = {k: v for k, v in values.items() if k in fields}
         if not own:
             continue
-        current = section.model_dump(by_alias=True, exclude={"store", "server"})
+        current = section.model_dump(by_alias=True, exclude=set(SECTIONS))
         candidate = from_properties(type(section), {**current, **own}, "updateBrokerConfig")
         validated.append((section, candidate, own))
     known: dict[str, str] = {}
@@ -239,8 +244,4 @@ def apply_update(config: BrokerConfig, values: Mapping[str, str]) -> dict[str, s
 
 
 def _fields_by_key(model: type[BaseModel]) -> dict[str, str]:
-    return {
-        f.alias or name: name
-        for name, f in model.model_fields.items()
-        if name not in ("store", "server")
-    }
+    return {f.alias or name: name for name, f in model.model_fields.items() if name not in SECTIONS}

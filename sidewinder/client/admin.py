@@ -31,6 +31,7 @@ from sidewinder.protocol.headers import (
 )
 from sidewinder.protocol.subscription import Subscription
 from sidewinder.remoting.client import RemotingClient
+from sidewinder.remoting.tls import TlsOption
 
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 # How long a lookup by queue waits for a route the name servers do not have yet: a broker
@@ -52,10 +53,16 @@ class QueueProgress:
 
 class Admin:
     def __init__(
-        self, namesrv_addr: str, *, access_key: str | None = None, secret_key: str | None = None
+        self,
+        namesrv_addr: str,
+        *,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        tls: TlsOption = None,
     ) -> None:
-        """`access_key`/`secret_key`: sign every request for a broker with ACL on."""
-        self.remoting = RemotingClient(before_request=request_hook(access_key, secret_key))
+        """`access_key`/`secret_key`: sign every request for a broker with ACL on; `tls`:
+        connect with TLS (True, a TlsConfig or an ssl.SSLContext)."""
+        self.remoting = RemotingClient(before_request=request_hook(access_key, secret_key), tls=tls)
         self.routes = RouteCache(self.remoting, [a for a in namesrv_addr.split(";") if a])
 
     async def close(self) -> None:

@@ -37,6 +37,7 @@ from sidewinder.client.pulling import (
 from sidewinder.client.route_cache import ROUTE_RETRY_S, ClientError, MessageQueue
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.subscription import Subscription
+from sidewinder.remoting.tls import TlsOption
 
 __all__ = ["PullConsumer", "ReceivedMessage"]
 
@@ -59,6 +60,7 @@ class PullConsumer:
         instance_name: str | None = None,
         access_key: str | None = None,
         secret_key: str | None = None,
+        tls: TlsOption = None,
     ) -> None:
         self.group = group
         self.member = GroupMember(
@@ -70,6 +72,7 @@ class PullConsumer:
             instance_name=instance_name,
             access_key=access_key,
             secret_key=secret_key,
+            tls=tls,
         )
         self.remoting = self.member.remoting
         self.routes = self.member.routes

@@ -42,6 +42,7 @@ from sidewinder.protocol.subscription import Subscription
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.connection import RemotingError
 from sidewinder.remoting.dispatch import ProcessorTable, RequestContext
+from sidewinder.remoting.tls import TlsOption
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 log = structlog.get_logger(__name__)
@@ -106,6 +107,7 @@ class GroupMember:
         instance_name: str | None = None,
         access_key: str | None = None,
         secret_key: str | None = None,
+        tls: TlsOption = None,
     ) -> None:
         if message_model not in (CLUSTERING, BROADCASTING):
             raise ValueError(f"message_model must be {CLUSTERING} or {BROADCASTING}")
@@ -125,7 +127,7 @@ class GroupMember:
             _NotifyProcessor(self.changed.set), RequestCode.NOTIFY_CONSUMER_IDS_CHANGED
         )
         self.remoting = RemotingClient(
-            self.table, before_request=request_hook(access_key, secret_key)
+            self.table, before_request=request_hook(access_key, secret_key), tls=tls
         )
         self.routes = RouteCache(self.remoting, [a for a in namesrv_addr.split(";") if a])
         self._brokers: set[str] = set()  # every broker we heartbeated: told when we leave

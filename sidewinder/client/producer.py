@@ -54,6 +54,7 @@ from sidewinder.protocol.message import MessageConst, encode_properties
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.connection import RemotingError
 from sidewinder.remoting.dispatch import ProcessorTable
+from sidewinder.remoting.tls import TlsOption
 
 # The 4.9 Java producer retries another broker on these (retryResponseCodes).
 RETRY_CODES = {17, 14, 1, 16, 204, 205}
@@ -124,6 +125,7 @@ class Producer:
         instance_name: str | None = None,
         access_key: str | None = None,
         secret_key: str | None = None,
+        tls: TlsOption = None,
     ) -> None:
         """`access_key`/`secret_key`: sign every request for a broker with ACL on."""
         self.group = group
@@ -131,7 +133,9 @@ class Producer:
         self.replies = ReplyReceiver()
         table = ProcessorTable()
         table.register(self.replies, RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT)
-        self.remoting = RemotingClient(table, before_request=request_hook(access_key, secret_key))
+        self.remoting = RemotingClient(
+            table, before_request=request_hook(access_key, secret_key), tls=tls
+        )
         self.routes = RouteCache(self.remoting, [a for a in namesrv_addr.split(";") if a])
         self.send_timeout_s = send_timeout_s
         self.retries = retries

@@ -55,6 +55,7 @@ from sidewinder.protocol.codes import RequestCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import ConsumerSendMsgBackRequestHeader
 from sidewinder.remoting.connection import RemotingError
+from sidewinder.remoting.tls import TlsOption
 
 log = structlog.get_logger(__name__)
 
@@ -110,6 +111,7 @@ class PushConsumer:
         access_key: str | None = None,
         secret_key: str | None = None,
         offset_store_dir: Path = DEFAULT_LOCAL_DIR,
+        tls: TlsOption = None,
     ) -> None:
         if consume_concurrency < 1 or batch_size < 1 or pull_batch_size < 1:
             raise ValueError("consume_concurrency, batch_size and pull_batch_size must be >= 1")
@@ -124,6 +126,7 @@ class PushConsumer:
             instance_name=instance_name,
             access_key=access_key,
             secret_key=secret_key,
+            tls=tls,
         )
         self.offsets: OffsetStore = (
             LocalOffsetStore(offset_store_dir, self.member.client_id, group)

@@ -15,6 +15,7 @@ from sidewinder.common.properties import read_properties
 from sidewinder.common.service import serve_until_signalled
 from sidewinder.namesrv.app import NamesrvApp
 from sidewinder.namesrv.config import NamesrvConfig
+from sidewinder.remoting.tls import TlsError
 
 
 def load_config(path: Path | None) -> NamesrvConfig:
@@ -53,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         uvloop.run(serve(config))
+    except TlsError as exc:  # certificate files, read at start
+        print(f"mqnamesrv: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         print(

@@ -24,6 +24,7 @@ from sidewinder.remoting.connection import Connection
 from sidewinder.remoting.dispatch import ProcessorTable
 from sidewinder.remoting.latency import RpcLatency, Timed
 from sidewinder.remoting.server import RemotingServer
+from sidewinder.remoting.tls import ServerTls
 
 log = structlog.get_logger(__name__)
 
@@ -88,7 +89,11 @@ class NamesrvApp:
             rpc = RpcLatency()
             table.instrument(lambda processor: Timed(processor, rpc))
             self.metrics = MetricsServer(NamesrvMetrics(config, self.routes, rpc).registry())
-        self.server = RemotingServer(table, config.server, listener=_BrokerChannels(self.routes))
+        tls = ServerTls(config.tls)
+        tls.check()  # certificate files that cannot be read stop the start
+        self.server = RemotingServer(
+            table, config.server, listener=_BrokerChannels(self.routes), tls=tls
+        )
         self._scanner: asyncio.Task[None] | None = None
 
     async def start(self, host: str = "0.0.0.0") -> int:

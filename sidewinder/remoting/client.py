@@ -5,6 +5,10 @@
     client.invoke_oneway(addr, request)           # after `await client.connect(addr)`
     await client.close()
 
+`RemotingClient(tls=True)` connects with TLS as RocketMQ's client does with -Dtls.enable=true;
+`tls=` also takes a TlsConfig (RocketMQ's tls.client.* settings) or an ssl.SSLContext
+(remoting/tls.py).
+
 Timeouts raise RemotingTimeoutError and drop the pending entry; a connection that closes fails
 its pending calls at once with RemotingConnectError. Requests the server sends to us go to the
 client's own processor table (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE, ...).
@@ -22,6 +26,7 @@ from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.codec import DEFAULT_MAX_FRAME
 from sidewinder.remoting.connection import Connection, RemotingConnectError
 from sidewinder.remoting.dispatch import ProcessorTable
+from sidewinder.remoting.tls import SSL_SHUTDOWN_TIMEOUT_S, TlsOption, resolve_client_tls
 
 T = TypeVar("T")
 # Called with the address and each request just before it is sent (RocketMQ's RPCHook
@@ -44,11 +49,13 @@ class RemotingClient:
         connect_timeout_s: float = 3.0,
         max_frame: int = DEFAULT_MAX_FRAME,
         before_request: RequestHook | None = None,
+        tls: TlsOption = None,
     ) -> None:
         self.table = table
         self.before_request = before_request
         self.connect_timeout_s = connect_timeout_s
         self.max_frame = max_frame
+        self.ssl_context = resolve_client_tls(tls)
         self._connections: dict[str, Connection] = {}
         self._connecting: dict[str, asyncio.Future[Connection]] = {}
 
@@ -77,10 +84,15 @@ class RemotingClient:
                         ),
                         host,
                         port,
+                        ssl=self.ssl_context,
+                        server_hostname=host if self.ssl_context is not None else None,
+                        ssl_shutdown_timeout=(
+                            SSL_SHUTDOWN_TIMEOUT_S if self.ssl_context is not None else None
+                        ),
                     ),
                     self.connect_timeout_s,
                 )
-            except (OSError, TimeoutError) as exc:
+            except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
                 raise RemotingConnectError(f"cannot connect to {address}: {exc}") from None
             connection.remote_address = address
             self._connections[address] = connection
