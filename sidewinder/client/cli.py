@@ -180,7 +180,8 @@ async def broker_status(args: argparse.Namespace) -> int:
 async def consumer_progress(args: argparse.Namespace) -> int:
     admin = Admin(args.namesrv)
     try:
-        rows = await admin.consumer_progress(args.group, args.topic)
+        stats = await admin.consume_stats(args.group, args.topic)
+        rows = stats.queues
     finally:
         await admin.close()
     print(
@@ -208,7 +209,8 @@ async def consumer_progress(args: argparse.Namespace) -> int:
             ],
         )
     )
-    print(f"\nDiff Total: {sum(r.lag for r in rows)}")
+    print(f"\nConsume TPS: {stats.consume_tps:.2f}")
+    print(f"Diff Total: {sum(r.lag for r in rows)}")
     return 0
 
 
@@ -410,9 +412,17 @@ async def consume_message(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Register the config, maintenance, operations and statistics sub-commands (modules of
-    # their own).
-    from sidewinder.client import cli_admin, cli_ops, cli_stats  # noqa: F401
+    # Register the sub-commands of the modules by concern: config and maintenance, operations,
+    # statistics, messages, consumer groups, exports and latency.
+    from sidewinder.client import (  # noqa: F401
+        cli_admin,
+        cli_consumers,
+        cli_export,
+        cli_latency,
+        cli_messages,
+        cli_ops,
+        cli_stats,
+    )
 
     parser = argparse.ArgumentParser(
         prog="mqadmin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
