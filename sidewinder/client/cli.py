@@ -184,6 +184,12 @@ async def consumer_progress(args: argparse.Namespace) -> int:
         rows = stats.queues
     finally:
         await admin.close()
+    if not rows:  # RocketMQ's tool fails so too (examineConsumeStats)
+        print(
+            f"mqadmin consumerProgress: no consume stats of {args.group}: no offsets",
+            file=sys.stderr,
+        )
+        return 1
     print(
         table(
             [

@@ -97,7 +97,7 @@ def test_query_by_unique_key_and_allocate(target: ClusterTarget) -> None:
     assert ours.rstrip().endswith("WARN: No Consumer"), ours
 
     nothing = ["-t", topic, "-i", "0A0B0C0D" + "0" * 24]
-    done = _ours_failing(target, "queryMsgByUniqueKey", *nothing)
+    done = ours_failing(target, "queryMsgByUniqueKey", *nothing)
     assert "no message" in done, done
 
     for clients in ("127.0.0.1@a,127.0.0.1@b", "c1,c2,c3,c4", "only"):
@@ -128,15 +128,15 @@ def test_query_message_trace(target: ClusterTarget) -> None:
     assert ours.split("\n") == theirs.split("\n"), (ours, theirs)
     assert "failed" in ours and "12ms" in ours, ours
 
-    done = _ours_failing(target, "queryMsgTraceById", "-i", "NOPE0000", "-t", traces)
+    done = ours_failing(target, "queryMsgTraceById", "-i", "NOPE0000", "-t", traces)
     assert "no message" in done, done
-    done = _ours_failing(target, "queryMsgTraceById", "-i", msg_id)
+    done = ours_failing(target, "queryMsgTraceById", "-i", msg_id)
     assert "RMQ_SYS_TRACE_TOPIC" in done, done
 
 
-def _ours_failing(target: ClusterTarget, *args: str) -> str:
-    """Our tool's stderr for a sub-command that must fail (exit 1)."""
-    done = subprocess.run(
+def ours_run(target: ClusterTarget, *args: str) -> subprocess.CompletedProcess[str]:
+    """Our tool, whatever its outcome."""
+    return subprocess.run(
         [
             sys.executable,
             "-m",
@@ -151,5 +151,10 @@ def _ours_failing(target: ClusterTarget, *args: str) -> str:
         timeout=60,
         check=False,
     )
+
+
+def ours_failing(target: ClusterTarget, *args: str) -> str:
+    """Our tool's stderr for a sub-command that must fail (exit 1)."""
+    done = ours_run(target, *args)
     assert done.returncode == 1, done.stdout
     return done.stderr
