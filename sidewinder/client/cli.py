@@ -10,7 +10,11 @@ updateSubGroup, sendMessage, consumeMessage; from cli_admin: updateBrokerConfig,
 updateNamesrvConfig, getNamesrvConfig, cleanExpiredCQ, cleanUnusedTopic, deleteExpiredCommitLog,
 queryCq, producer, deleteSubGroup; from cli_ops: topicClusterList, updateTopicPerm,
 wipeWritePerm, addWritePerm, updateKvConfig, deleteKvConfig, updateOrderConf, getConsumerConfig,
-producerConnection; and from cli_stats: statsAll, brokerConsumeStats.
+producerConnection; from cli_stats: statsAll, brokerConsumeStats; from cli_messages: printMsg,
+printMsgByQueue, queryMsgByUniqueKey, queryMsgTraceById; from cli_consumers:
+consumerConnection, consumerStatus, resetOffsetByTime, skipAccumulatedMessage,
+cloneGroupOffset, allocateMQ; from cli_export: exportMetadata, exportConfigs, exportMetrics;
+and from cli_latency: sendMsgStatus, checkMsgSendRT, clusterRT, startMonitoring.
 """
 
 from __future__ import annotations

@@ -71,7 +71,14 @@ SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 def _write(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent="\t", separators=(",", ":")))
+    path.write_text(json.dumps(_without_nulls(data), indent="\t", separators=(",", ":")))
+
+
+def _without_nulls(value: Any) -> Any:
+    """fastjson leaves out a map's null values (no WriteMapNullValue)."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    return value
 
 
 async def _cluster_brokers(admin: Admin, cluster: str) -> dict[str, dict[int, str]]:
@@ -236,6 +243,12 @@ async def export_metrics(args: argparse.Namespace) -> int:
     return 0
 
 
+def _first_figure(rates: str | None) -> float:
+    """The 10-second rate of a "10s 60s 600s" runtime entry (0 before the broker has one)."""
+    figures = (rates or "").split()
+    return float(figures[0]) if figures else 0.0
+
+
 async def _broker_report(
     admin: Admin, addr: str, totals_tps: dict[str, float], totals_day: dict[str, int]
 ) -> dict[str, Any]:
@@ -247,8 +260,8 @@ async def _broker_report(
     trans = await _stats_data(admin, addr, "TOPIC_PUT_NUMS", TRANS_HALF_TOPIC)
     schedule = await _stats_data(admin, addr, "TOPIC_PUT_NUMS", SCHEDULE_TOPIC)
     tps = {
-        "normalInTps": float((runtime.get("putTps") or "0").split(" ")[0]),
-        "normalOutTps": float((runtime.get("getTransferedTps") or "0").split(" ")[0]),
+        "normalInTps": _first_figure(runtime.get("putTps")),
+        "normalOutTps": _first_figure(runtime.get("getTransferedTps")),
         "transInTps": float(trans["statsMinute"]["tps"]) if trans else 0.0,
         "scheduleInTps": float(schedule["statsMinute"]["tps"]) if schedule else 0.0,
     }
