@@ -8,6 +8,7 @@ for row in await admin.consumer_progress("billing"):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,11 +30,13 @@ from sidewinder.protocol.headers import (
     QueryMessageRequestHeader,
     TopicHeader,
 )
+from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.protocol.subscription import Subscription
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.tls import TlsOption
 
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"  # MixAll.UNIQUE_MSG_QUERY_FLAG: look up by message id
 # How long a lookup by queue waits for a route the name servers do not have yet: a broker
 # registers a topic it auto-created within milliseconds.
 ROUTE_WAIT_S = 3.0
@@ -49,6 +52,12 @@ class QueueProgress:
     @property
     def lag(self) -> int:
         return max(self.broker_offset - self.consumer_offset, 0)
+
+
+@dataclass(frozen=True)
+class ConsumeStats:
+    queues: list[QueueProgress]
+    consume_tps: float
 
 
 class Admin:
@@ -189,6 +198,42 @@ class Admin:
                 found.append(reply.body_bytes)
         return found
 
+    async def query_messages(
+        self,
+        topic: str,
+        key: str,
+        *,
+        unique: bool = False,
+        max_num: int = 32,
+        end_ms: int = 2**63 - 1,
+    ) -> list[ReceivedMessage]:
+        """QUERY_MESSAGE at every master serving `topic`: the messages with that key, or with
+        that message id when `unique` (MQAdminImpl.queryMessage: the index answers by hash,
+        so each is checked); ClientError NO_MESSAGE when none is."""
+        header = QueryMessageRequestHeader(topic, key, max_num, 0, end_ms).to_ext()
+        if unique:
+            header[UNIQUE_KEY_QUERY] = "true"
+        found: list[ReceivedMessage] = []
+        for broker in (await self.route(topic)).get("brokerDatas", []):
+            name = broker["brokerName"]
+            addr = {int(k): v for k, v in broker["brokerAddrs"].items()}.get(MASTER_ID)
+            if addr is None:
+                continue
+            request = RemotingCommand.request(RequestCode.QUERY_MESSAGE, header)
+            reply = await self.remoting.invoke(addr, request, 5)
+            if reply.code != ResponseCode.SUCCESS or not reply.body:
+                continue
+            for record in stored_records(reply.body_bytes):
+                queue = MessageQueue(record.topic, name, record.queue_id)
+                message = ReceivedMessage.of(queue, record)
+                if (message.msg_id == key) if unique else (key in message.keys):
+                    found.append(message)
+        if not found:
+            raise ClientError(
+                ResponseCode.NO_MESSAGE, "query message by key finished, but no message."
+            )
+        return found
+
     async def update_group(self, group: str, *, cluster: str = "DefaultCluster") -> list[str]:
         """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP with RocketMQ's defaults on every master."""
         config = {
@@ -288,29 +333,60 @@ class Admin:
 
     async def consumer_progress(self, group: str, topic: str | None = None) -> list[QueueProgress]:
         """Broker and consumer offsets of every queue the group consumes, with the lag."""
+        return (await self.consume_stats(group, topic)).queues
+
+    async def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
+        """GET_CONSUME_STATS at every master: the queues' offsets and the group's consume TPS
+        (summed over the brokers, as DefaultMQAdminExt.examineConsumeStats sums it)."""
         info = await self.cluster_info()
         rows: list[QueueProgress] = []
-        header = ConsumeStatsRequestHeader(group, topic)
+        tps = 0.0
         for broker in info.get("brokerAddrTable", {}).values():
             addr = broker["brokerAddrs"].get(MASTER_ID)
             if addr is None:
                 continue
-            reply = await self.remoting.invoke(
-                addr, RemotingCommand.request(RequestCode.GET_CONSUME_STATS, header.to_ext()), 5
-            )
-            if reply.code != ResponseCode.SUCCESS:
+            try:
+                queues, broker_tps = await self.consume_stats_at(addr, group, topic)
+            except ClientError:
                 continue
-            stats = body.object_keyed_pairs(reply.body_bytes)
-            for mq, offsets in stats:
-                rows.append(
-                    QueueProgress(
-                        MessageQueue(mq["topic"], mq["brokerName"], int(mq["queueId"])),
-                        int(offsets["brokerOffset"]),
-                        int(offsets["consumerOffset"]),
-                        int(offsets.get("lastTimestamp", 0)),
-                    )
-                )
-        return sorted(rows, key=lambda r: r.queue)
+            rows += queues
+            tps += broker_tps
+        return ConsumeStats(sorted(rows, key=lambda r: r.queue), tps)
+
+    async def consume_stats_at(
+        self, broker_addr: str, group: str, topic: str | None = None
+    ) -> tuple[list[QueueProgress], float]:
+        """GET_CONSUME_STATS at one broker: its queues' offsets and the consume TPS."""
+        header = ConsumeStatsRequestHeader(group, topic)
+        reply = await self.remoting.invoke(
+            broker_addr,
+            RemotingCommand.request(RequestCode.GET_CONSUME_STATS, header.to_ext()),
+            5,
+        )
+        check_reply(reply)
+        rows = [
+            QueueProgress(
+                MessageQueue(mq["topic"], mq["brokerName"], int(mq["queueId"])),
+                int(offsets["brokerOffset"]),
+                int(offsets["consumerOffset"]),
+                int(offsets.get("lastTimestamp", 0)),
+            )
+            for mq, offsets in body.object_keyed_pairs(reply.body_bytes)
+        ]
+        found = re.search(rb'"consumeTps":(-?[\d.Ee+-]+)', reply.body_bytes)
+        return rows, float(found.group(1)) if found else 0.0
+
+
+def stored_records(data: bytes) -> list[MessageRecord]:
+    """The whole records of a QUERY_MESSAGE or VIEW_MESSAGE_BY_ID body."""
+    records, at = [], 0
+    while at < len(data):
+        record = decode_record(data, at)
+        if not isinstance(record, MessageRecord):
+            break
+        records.append(record)
+        at += record.total_size
+    return records
 
 
 async def _ask_broker(admin: Admin, addr: str, code: int, ext: dict[str, str] | None) -> Any:

@@ -10,7 +10,11 @@ updateSubGroup, sendMessage, consumeMessage; from cli_admin: updateBrokerConfig,
 updateNamesrvConfig, getNamesrvConfig, cleanExpiredCQ, cleanUnusedTopic, deleteExpiredCommitLog,
 queryCq, producer, deleteSubGroup; from cli_ops: topicClusterList, updateTopicPerm,
 wipeWritePerm, addWritePerm, updateKvConfig, deleteKvConfig, updateOrderConf, getConsumerConfig,
-producerConnection; and from cli_stats: statsAll, brokerConsumeStats.
+producerConnection; from cli_stats: statsAll, brokerConsumeStats; from cli_messages: printMsg,
+printMsgByQueue, queryMsgByUniqueKey, queryMsgTraceById; from cli_consumers:
+consumerConnection, consumerStatus, resetOffsetByTime, skipAccumulatedMessage,
+cloneGroupOffset, allocateMQ; from cli_export: exportMetadata, exportConfigs, exportMetrics;
+and from cli_latency: sendMsgStatus, checkMsgSendRT, clusterRT, startMonitoring.
 """
 
 from __future__ import annotations
@@ -184,9 +188,16 @@ async def broker_status(args: argparse.Namespace) -> int:
 async def consumer_progress(args: argparse.Namespace) -> int:
     admin = Admin(args.namesrv)
     try:
-        rows = await admin.consumer_progress(args.group, args.topic)
+        stats = await admin.consume_stats(args.group, args.topic)
+        rows = stats.queues
     finally:
         await admin.close()
+    if not rows:  # RocketMQ's tool fails so too (examineConsumeStats)
+        print(
+            f"mqadmin consumerProgress: no consume stats of {args.group}: no offsets",
+            file=sys.stderr,
+        )
+        return 1
     print(
         table(
             [
@@ -212,7 +223,8 @@ async def consumer_progress(args: argparse.Namespace) -> int:
             ],
         )
     )
-    print(f"\nDiff Total: {sum(r.lag for r in rows)}")
+    print(f"\nConsume TPS: {stats.consume_tps:.2f}")
+    print(f"Diff Total: {sum(r.lag for r in rows)}")
     return 0
 
 
@@ -429,9 +441,17 @@ def tool_credentials(access_key: str | None, secret_key: str | None) -> Credenti
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Register the config, maintenance, operations and statistics sub-commands (modules of
-    # their own).
-    from sidewinder.client import cli_admin, cli_ops, cli_stats  # noqa: F401
+    # Register the sub-commands of the modules by concern: config and maintenance, operations,
+    # statistics, messages, consumer groups, exports and latency.
+    from sidewinder.client import (  # noqa: F401
+        cli_admin,
+        cli_consumers,
+        cli_export,
+        cli_latency,
+        cli_messages,
+        cli_ops,
+        cli_stats,
+    )
 
     parser = argparse.ArgumentParser(
         prog="mqadmin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -49,6 +49,11 @@ class ReceivedMessage:
     sys_flag: int = 0
     born_host: str = ""  # "ip:port", as MessageExt.getBornHostString gives it
     store_host: str = ""
+    # The rest of MessageExt, for mqadmin's printMsg (its toString).
+    store_size: int = 0
+    body_crc: int = 0
+    flag: int = 0
+    prepared_transaction_offset: int = 0
 
     @property
     def topic(self) -> str:
@@ -83,6 +88,10 @@ class ReceivedMessage:
             record.sys_flag,
             str(record.born_host),
             str(record.store_host),
+            record.total_size,
+            record.body_crc,
+            record.flag,
+            record.prepared_transaction_offset,
         )
 
 
