@@ -67,6 +67,19 @@ def test_pyspark_stays_in_spark() -> None:
         assert "pyspark" not in module.read_text(), module
 
 
+def test_no_asyncio_wait_for() -> None:
+    """asyncio.timeout instead: 3.11's wait_for returns a result that arrives in the loop turn
+    its caller is cancelled in, losing the cancellation (a producer's close() then waited on
+    its heartbeat task for ever; tests/remoting/test_server.py has the race)."""
+    for module in PACKAGE.rglob("*.py"):
+        calls = [
+            node.lineno
+            for node in ast.walk(ast.parse(module.read_text(), str(module)))
+            if isinstance(node, ast.Attribute) and node.attr == "wait_for"
+        ]
+        assert not calls, f"{module.relative_to(ROOT)}:{calls[0]} uses asyncio.wait_for"
+
+
 def test_dockerfile_passes_hadolint() -> None:
     # Installed beside this interpreter by the dev extra, whether or not its bin is on PATH.
     beside = Path(sys.executable).parent / "hadolint"

@@ -46,6 +46,7 @@ from sidewinder.broker.stats_manager import MINUTE_SAMPLE_MS, BrokerStatsManager
 from sidewinder.broker.timer import TimerService, TimerSettings, snap_precision
 from sidewinder.broker.topics import TopicTable
 from sidewinder.broker.transactions import Transactions
+from sidewinder.common.deadline import expire_after
 from sidewinder.common.metrics_server import MetricsExporterType, MetricsServer
 from sidewinder.protocol.codes import RequestCode
 from sidewinder.protocol.command import RemotingCommand
@@ -360,8 +361,19 @@ class BrokerApp:
         """A send made a topic: answer once the name servers know it (a consumer started next
         finds its route), but never keep the producer past TOPIC_REGISTRATION_WAIT_S for a
         slow name server: RocketMQ registers oneway and answers at once."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._metadata_saved(), TOPIC_REGISTRATION_WAIT_S)
+        self._metadata_changed()
+        persisting = self._persisting
+        if persisting is None or persisting.done():
+            return
+        # A future of our own: awaiting it neither cancels the persisting task at the deadline
+        # nor needs a task (the send processor runs eagerly, outside one).
+        saved: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        persisting.add_done_callback(lambda _: saved.done() or saved.set_result(None))
+        expiry = expire_after(saved, TOPIC_REGISTRATION_WAIT_S)
+        try:
+            await saved
+        finally:
+            expiry.cancel()
 
     async def _persist_metadata(self) -> None:
         loop = asyncio.get_running_loop()
@@ -379,7 +391,8 @@ class BrokerApp:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.registration.stop(), SHUTDOWN_BUDGET_S / 2)
+            async with asyncio.timeout(SHUTDOWN_BUDGET_S / 2):
+                await self.registration.stop()
         await self.schedule.stop()
         await self.timer.stop()
         await self.transactions.stop()

@@ -340,7 +340,8 @@ class TimerService:
             wait_ms = self.timers.write_time_ms + precision - self.clock()
             self._arrived.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._arrived.wait(), max(wait_ms, 1) / 1000)
+                async with asyncio.timeout(max(wait_ms, 1) / 1000):
+                    await self._arrived.wait()
 
     def _enqueue_some(self) -> bool:
         """Enqueue up to ENQUEUE_CHUNK new timer-topic entries; whether any are left."""

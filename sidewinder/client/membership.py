@@ -263,7 +263,8 @@ class GroupMember:
             wait_s = rebalance_interval_s if settled else retry_s
             heartbeat_due_in = self._last_heartbeat + heartbeat_interval_s - time.monotonic()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), max(min(wait_s, heartbeat_due_in), 0))
+                async with asyncio.timeout(max(min(wait_s, heartbeat_due_in), 0)):
+                    await self.changed.wait()
             if not running():
                 return
             due = time.monotonic() - self._last_heartbeat >= heartbeat_interval_s

@@ -145,6 +145,7 @@ class Producer:
         self._turn = itertools.count(random.randrange(1 << 16))
         self._heard_by: set[str] = set()  # brokers that took our heartbeat (they push replies)
         self._heartbeats: asyncio.Task[None] | None = None
+        self._closing = False
 
     async def start(self) -> None:
         """Heartbeat to the brokers of TBW102's route (and of any route already known), then
@@ -157,6 +158,7 @@ class Producer:
 
     async def close(self) -> None:
         """Stop heartbeating and unregister from every broker that heard us."""
+        self._closing = True
         if self._heartbeats is not None:
             self._heartbeats.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -235,9 +237,12 @@ class Producer:
     async def _heartbeat_forever(self, *, at_once: bool) -> None:
         if at_once:
             await self.heartbeat()
-        while True:
+        # The flag as well as the cancel: a cancellation can be lost in a call that completes
+        # in the same loop turn (asyncio.wait_for on 3.11), and close() would wait for ever.
+        while not self._closing:
             await asyncio.sleep(HEARTBEAT_INTERVAL_S)
-            await self.heartbeat()
+            if not self._closing:
+                await self.heartbeat()
 
     async def queues(self, topic: str) -> list[MessageQueue]:
         """Where `topic` can be written; for an unknown topic, TBW102's shape (auto-create)."""

@@ -25,6 +25,7 @@ import structlog
 
 from sidewinder.client.pulling import ReceivedMessage
 from sidewinder.client.route_cache import ClientError
+from sidewinder.common.deadline import expire_after
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import ReplyMessageRequestHeader
@@ -157,7 +158,11 @@ class ReplyReceiver:
         future = self.waiting.get(correlation_id)
         assert future is not None, "expect() first"
         try:
-            return await asyncio.wait_for(future, max(timeout_s, 0))
+            expiry = expire_after(future, timeout_s, error=TimeoutError())
+            try:
+                return await future
+            finally:
+                expiry.cancel()
         except TimeoutError:
             raise RequestTimeoutError(
                 REQUEST_TIMEOUT_EXCEPTION,

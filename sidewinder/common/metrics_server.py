@@ -69,7 +69,8 @@ class MetricsServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
+            async with asyncio.timeout(READ_TIMEOUT_S):
+                head = await reader.readuntil(b"\r\n\r\n")
             status, content_type, body, is_head = self._answer(head)
             writer.write(
                 f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"

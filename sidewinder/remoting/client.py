@@ -77,8 +77,8 @@ class RemotingClient:
         try:
             host, port = split_address(address)
             try:
-                _, connection = await asyncio.wait_for(
-                    loop.create_connection(
+                async with asyncio.timeout(self.connect_timeout_s):
+                    _, connection = await loop.create_connection(
                         lambda: Connection(
                             self.table, max_frame=self.max_frame, on_close=self._forget
                         ),
@@ -89,9 +89,7 @@ class RemotingClient:
                         ssl_shutdown_timeout=(
                             SSL_SHUTDOWN_TIMEOUT_S if self.ssl_context is not None else None
                         ),
-                    ),
-                    self.connect_timeout_s,
-                )
+                    )
             except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
                 raise RemotingConnectError(f"cannot connect to {address}: {exc}") from None
             connection.remote_address = address

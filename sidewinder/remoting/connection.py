@@ -14,6 +14,7 @@ from typing import cast
 
 import structlog
 
+from sidewinder.common.deadline import expire_after
 from sidewinder.protocol.command import ONEWAY_FLAG, RemotingCommand
 from sidewinder.remoting.codec import (
     DEFAULT_MAX_FRAME,
@@ -167,14 +168,16 @@ class Connection(asyncio.Protocol):
         future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         self.pending[request.opaque] = future
         self.send(request)
+        expiry = expire_after(future, timeout_s, error=TimeoutError())
         try:
-            return await asyncio.wait_for(future, timeout_s)
+            return await future
         except TimeoutError:
             raise RemotingTimeoutError(
                 f"no response to code {request.code} (opaque {request.opaque}) from "
                 f"{self.remote_address} within {timeout_s * 1000:.0f} ms"
             ) from None
         finally:
+            expiry.cancel()
             self.pending.pop(request.opaque, None)
 
     def invoke_oneway(self, request: RemotingCommand) -> None:

@@ -14,7 +14,6 @@ beyond the flushed offset.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import shutil
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -26,6 +25,7 @@ from typing import Protocol
 
 import structlog
 
+from sidewinder.common.deadline import expire_after
 from sidewinder.protocol.batch_record import BatchToStore
 from sidewinder.protocol.message import KEY_SEPARATOR, MessageConst, property_value
 from sidewinder.protocol.record import Host, MessageRecord, MessageToStore
@@ -764,8 +764,11 @@ class MessageStore:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._catch_up.append((target, future))
         self._dispatch_wakeup.set()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(future, timeout_s)
+        expiry = expire_after(future, timeout_s)  # the pull goes on, with what there is
+        try:
+            await future
+        finally:
+            expiry.cancel()
 
     # -- reads ---------------------------------------------------------------------------------
     def get_messages(

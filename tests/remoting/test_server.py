@@ -14,7 +14,7 @@ from sidewinder.protocol.codes import ResponseCode, SerializeType
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import TopicQueueRequestHeader
 from sidewinder.remoting.client import RemotingClient, SyncRemotingClient
-from sidewinder.remoting.codec import FrameDecoder, encode_frame
+from sidewinder.remoting.codec import FrameDecoder, encode_command, encode_frame
 from sidewinder.remoting.config import ServerConfig
 from sidewinder.remoting.connection import Connection, RemotingConnectError, RemotingTimeoutError
 from sidewinder.remoting.dispatch import Limits, ProcessorTable, RequestContext
@@ -310,3 +310,23 @@ async def test_callbacks_get_the_response_or_the_error(harness: Harness) -> None
     )
     assert outcomes == [(0, None), (None, "RemotingTimeoutError")]
     await client.close()
+
+
+async def test_a_cancel_that_comes_with_the_response_is_not_lost() -> None:
+    """The response and the caller's cancellation in one loop turn: the caller still ends
+    cancelled (asyncio.wait_for on 3.11 returned the response and the cancellation was lost,
+    which kept a producer's close() waiting on its heartbeat task for ever)."""
+    ours, theirs = socket.socketpair()
+    loop = asyncio.get_running_loop()
+    _, connection = await loop.create_connection(lambda: Connection(None), sock=ours)
+    try:
+        sent = request(ECHO)
+        caller = asyncio.ensure_future(connection.invoke(sent, 5.0))
+        await asyncio.sleep(0.01)  # the request is out and the caller waits
+        connection.data_received(b"".join(encode_command(sent.reply(0))))
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+    finally:
+        connection.close()
+        theirs.close()

@@ -167,9 +167,8 @@ class HAMaster:
         try:
             while True:
                 try:
-                    data = await asyncio.wait_for(
-                        reader.read(READ_CHUNK), self.settings.housekeeping_s
-                    )
+                    async with asyncio.timeout(self.settings.housekeeping_s):
+                        data = await reader.read(READ_CHUNK)
                 except TimeoutError:
                     log.warning("ha.slave_expired", slave=link.peer)
                     return
@@ -234,9 +233,8 @@ class HAMaster:
                 last_write = time.monotonic()
                 idle = 0.0
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    link.wakeup.wait(), self.settings.heartbeat_interval_s - idle
-                )
+                async with asyncio.timeout(self.settings.heartbeat_interval_s - idle):
+                    await link.wakeup.wait()
 
     def _confirm(self, offset: int) -> None:
         if offset > self.acked_offset:

@@ -78,9 +78,8 @@ class HASlave:
 
     async def _follow(self, address: str) -> None:
         host, _, port = address.rpartition(":")
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host, int(port)), self.settings.housekeeping_s
-        )
+        async with asyncio.timeout(self.settings.housekeeping_s):
+            reader, writer = await asyncio.open_connection(host, int(port))
         self.connected_to = address
         log.info("ha.following", master=address, offset=self.store.max_phy_offset)
         frames = TransferFrames()
@@ -92,7 +91,8 @@ class HASlave:
             while True:
                 wait = self.settings.heartbeat_interval_s - (time.monotonic() - last_report)
                 try:
-                    data = await asyncio.wait_for(reader.read(READ_CHUNK), max(wait, 0.0))
+                    async with asyncio.timeout(max(wait, 0.0)):
+                        data = await reader.read(READ_CHUNK)
                 except TimeoutError:
                     data = None
                 now = time.monotonic()
