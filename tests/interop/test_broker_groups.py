@@ -3,7 +3,8 @@ each a SYNC_MASTER with its slave, on one name server, all of one kind (RocketMQ
 oracle, or ours). The stock Java producer spreads its sends over both groups' queues; broker-a's
 master is killed (-9) mid-load; every send still succeeds (the client retries on broker-b, and
 stops choosing broker-a once its route has no master); two Java consumers of one group share all
-eight queues, broker-a's read from its slave; every acknowledged message is read."""
+eight queues, broker-a's read from its slave; every acknowledged message is read. Restarted,
+broker-a's master takes writes again, its slave confirming them."""
 
 from __future__ import annotations
 
@@ -120,6 +121,14 @@ def test_a_dead_master_sends_writes_to_the_other_group_and_reads_to_its_slave(
     assert all(got), [r.describe() for r in runs]
     ports = {store_port(e) for r in runs for e in r.received()}
     assert ports == {a_port, b_port}
+    # The master restarted on its store takes writes again, acknowledged once its slave (which
+    # has reconnected) has them.
+    groups.a.start_broker()
+    client = SyncRemotingClient()
+    try:
+        first_acknowledged(client, groups.a.broker_addr, warm)
+    finally:
+        client.close()
 
 
 def read_until_all(
