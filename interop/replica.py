@@ -178,13 +178,11 @@ def wait_for_topic(
         time.sleep(0.5)
 
 
-def send(
-    client: SyncRemotingClient, addr: str, topic: str, key: str, *, wait: bool = True
-) -> RemotingCommand:
+def send_request(topic: str, key: str, *, wait: bool = True) -> RemotingCommand:
     """SEND_MESSAGE of one message keyed `key`, WAIT as `wait` says (a SYNC_MASTER holds the
-    reply of a waiting send until a slave has it); the reply."""
+    reply of a waiting send until a slave has it)."""
     properties = f"KEYS\x01{key}\x02WAIT\x01{'true' if wait else 'false'}\x02"
-    request = RemotingCommand.request(
+    return RemotingCommand.request(
         RequestCode.SEND_MESSAGE,
         {
             "producerGroup": "SyncMasterProducer",
@@ -201,7 +199,13 @@ def send(
         },
         body=f"body of {key}".encode(),
     )
-    return client.invoke(addr, request, 10)
+
+
+def send(
+    client: SyncRemotingClient, addr: str, topic: str, key: str, *, wait: bool = True
+) -> RemotingCommand:
+    """`send_request` to the broker at `addr`; the reply."""
+    return client.invoke(addr, send_request(topic, key, wait=wait), 10)
 
 
 def until(what: str, check: Callable[[], object], timeout_s: float = 40.0) -> None:
