@@ -2,11 +2,16 @@
 
     sidewinder-dev [--store ./store] [--namesrv-port 9876] [--broker-port 10911] [-c broker.conf]
                    [--metrics-port 5557 | --no-metrics]
+    sidewinder-dev --cluster [2m-2s-sync | CONF_DIR] [--store ./store] [--no-metrics]
 
 The broker registers with the in-process name server (127.0.0.1:9876 unless told otherwise);
 clients use `-n 127.0.0.1:9876` as with any RocketMQ cluster. SIGTERM / SIGINT stop both.
 Prometheus metrics are on: the broker's at http://127.0.0.1:5557/metrics, the name server's
 on the next port (a broker.conf given with -c may set the broker's metrics keys itself).
+
+`--cluster` starts a conf set's name servers and brokers instead, each a process of its own
+(conf/2m-2s-sync: two name servers, broker-a and broker-b each a SYNC_MASTER and a SLAVE); see
+sidewinder/dev_cluster.py.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from sidewinder.common.log import configure_logging
 from sidewinder.common.metrics_server import DEFAULT_PORT
 from sidewinder.common.properties import read_properties
 from sidewinder.common.service import serve_until_signalled
+from sidewinder.dev_cluster import DEFAULT_CONF_SET, run_cluster
 from sidewinder.namesrv.app import NamesrvApp
 from sidewinder.namesrv.config import NamesrvConfig
 from sidewinder.store.run_markers import StoreLockedError
@@ -96,11 +102,25 @@ def argument_parser() -> argparse.ArgumentParser:
         help="the broker's /metrics port; the name server's is the next one",
     )
     parser.add_argument("--no-metrics", action="store_true", help="serve no /metrics")
+    parser.add_argument(
+        "--cluster",
+        nargs="?",
+        const=DEFAULT_CONF_SET,
+        metavar="CONF_SET",
+        help=(
+            "start every name server and broker of a conf set (a directory, or a name under "
+            f"conf/; default {DEFAULT_CONF_SET}) as processes; --store holds their stores, "
+            "--metrics-port is the first of their metrics ports"
+        ),
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = argument_parser().parse_args(argv)
+    if args.cluster:
+        metrics_port = None if args.no_metrics else args.metrics_port
+        return run_cluster(args.cluster, args.store, metrics_port)
     configure_logging()
     try:
         namesrv, broker = configs(args)

@@ -68,7 +68,10 @@ def parse_route(topic: str, data: bytes) -> TopicRoute:
     writes, reads = [], []
     for queue in sorted(route.get("queueDatas", []), key=lambda q: q["brokerName"]):
         name, perm = queue["brokerName"], int(queue["perm"])
-        if perm & PERM_WRITE:
+        # A group whose master is gone (only its slave registered) takes no writes: as the Java
+        # client's topicRouteData2TopicPublishInfo, its queues leave the publish list, and
+        # sends go to the other groups. Its queues stay readable, from the slave.
+        if perm & PERM_WRITE and MASTER_ID in brokers.get(name, {}):
             writes += [MessageQueue(topic, name, i) for i in range(int(queue["writeQueueNums"]))]
         if perm & PERM_READ:
             reads += [MessageQueue(topic, name, i) for i in range(int(queue["readQueueNums"]))]

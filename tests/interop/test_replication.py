@@ -13,10 +13,14 @@ from pathlib import Path
 import pytest
 
 from interop.mqadmin import create_topic
-from interop.replica import ReplicaBroker, commit_log_max_offset, wait_for_topic
+from interop.replica import (
+    ReplicaBroker,
+    commit_log_max_offset,
+    send_request,
+    wait_for_topic,
+)
 from interop.target import ClusterTarget, running_target
-from sidewinder.protocol.codes import RequestCode, ResponseCode
-from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.codes import ResponseCode
 from sidewinder.remoting.client import SyncRemotingClient
 from tests.conftest import unique
 from tests.interop.scenarios import assert_received_all, assert_sent_well, consume, produce
@@ -69,7 +73,7 @@ def test_a_slave_mirrors_the_master_and_serves_when_it_is_gone(
         # The slave takes the topic from the master's metadata (its sync runs every 10 s), then
         # serves the consumer alone once the master is gone.
         wait_for_topic(client, slave.addr, topic)
-        refused = client.invoke(slave.addr, _send_request(topic), 5)
+        refused = client.invoke(slave.addr, send_request(topic, "to-a-slave", wait=False), 5)
         # As RocketMQ's store refuses a put on a slave (SERVICE_NOT_AVAILABLE); ours says why.
         assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
         assert "messages are put to the slave" in (refused.remark or "")
@@ -79,23 +83,3 @@ def test_a_slave_mirrors_the_master_and_serves_when_it_is_gone(
     finally:
         client.close()
         slave.stop()
-
-
-def _send_request(topic: str) -> RemotingCommand:
-    return RemotingCommand.request(
-        RequestCode.SEND_MESSAGE,
-        {
-            "producerGroup": "HaRawProducer",
-            "topic": topic,
-            "defaultTopic": "TBW102",
-            "defaultTopicQueueNums": "4",
-            "queueId": "0",
-            "sysFlag": "0",
-            "bornTimestamp": str(int(time.time() * 1000)),
-            "flag": "0",
-            "properties": "",
-            "reconsumeTimes": "0",
-            "unitMode": "false",
-        },
-        body=b"to a slave",
-    )

@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 
 from interop.mqadmin import create_topic
-from interop.replica import ReplicaBroker, commit_log_max_offset, wait_for_topic
+from interop.replica import (
+    ReplicaBroker,
+    commit_log_max_offset,
+    first_acknowledged,
+    send,
+    until,
+    wait_for_topic,
+)
 from interop.target import ClusterTarget, running_target
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
@@ -34,56 +41,6 @@ def client() -> Iterator[SyncRemotingClient]:
     remoting = SyncRemotingClient()
     yield remoting
     remoting.close()
-
-
-def send(
-    client: SyncRemotingClient, addr: str, topic: str, key: str, *, wait: bool = True
-) -> RemotingCommand:
-    properties = f"KEYS\x01{key}\x02WAIT\x01{'true' if wait else 'false'}\x02"
-    request = RemotingCommand.request(
-        RequestCode.SEND_MESSAGE,
-        {
-            "producerGroup": "SyncMasterProducer",
-            "topic": topic,
-            "defaultTopic": "TBW102",
-            "defaultTopicQueueNums": "4",
-            "queueId": "0",
-            "sysFlag": "0",
-            "bornTimestamp": str(int(time.time() * 1000)),
-            "flag": "0",
-            "properties": properties,
-            "reconsumeTimes": "0",
-            "unitMode": "false",
-        },
-        body=f"body of {key}".encode(),
-    )
-    return client.invoke(addr, request, 10)
-
-
-def until(what: str, check: object, timeout_s: float = 40.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"{what} within {timeout_s} s"
-        time.sleep(0.2)
-
-
-def first_acknowledged(client: SyncRemotingClient, addr: str, topic: str) -> None:
-    """Until a send is SUCCESS: a RocketMQ slave reports its offset first 5 s after it
-    connects; until then a SYNC_MASTER has no slave it counts (SLAVE_NOT_AVAILABLE) or one
-    that confirms nothing (FLUSH_SLAVE_TIMEOUT)."""
-    n = [0]
-
-    def acknowledged() -> bool:
-        n[0] += 1
-        reply = send(client, addr, topic, f"warm-{n[0]}")
-        assert reply.code in (
-            ResponseCode.SUCCESS,
-            ResponseCode.SLAVE_NOT_AVAILABLE,
-            ResponseCode.FLUSH_SLAVE_TIMEOUT,
-        ), reply
-        return reply.code == ResponseCode.SUCCESS
-
-    until("a send acknowledged by the slave", acknowledged)
 
 
 @pytest.mark.parametrize("kind", KINDS)
