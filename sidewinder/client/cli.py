@@ -440,9 +440,10 @@ def tool_credentials(access_key: str | None, secret_key: str | None) -> Credenti
     return credentials(str(ak), str(sk)) if ak and sk else None
 
 
-def main(argv: list[str] | None = None) -> int:
-    # Register the sub-commands of the modules by concern: config and maintenance, operations,
-    # statistics, messages, consumer groups, exports and latency.
+def register_commands() -> None:
+    """Register the sub-commands of the modules by concern (config and maintenance,
+    operations, statistics, messages, consumer groups, exports, latency): each adds its own
+    to COMMANDS when imported."""
     from sidewinder.client import (  # noqa: F401
         cli_admin,
         cli_consumers,
@@ -452,6 +453,10 @@ def main(argv: list[str] | None = None) -> int:
         cli_ops,
         cli_stats,
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    register_commands()
 
     parser = argparse.ArgumentParser(
         prog="mqadmin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
