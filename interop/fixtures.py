@@ -45,6 +45,7 @@ from interop.cache import (
 from interop.capture import read_capture, request_codes
 from interop.drivers import DriverProcess, consume_messages, produce_messages
 from interop.mqadmin import create_topic, mqadmin
+from interop.offsets import wait_committed
 from interop.processes import free_port_block
 from interop.proxy import ProxySession
 from interop.rocketmq import RocketMQCluster
@@ -207,6 +208,11 @@ def generate_store(out: Path) -> dict[str, Any]:
             start=2,
         )
         consumed = _consume(ns, "java", "FixtureTags", 600, "FixtureConsumerGroup")
+        # The consumer's last commit is oneway at its shutdown: stop the broker only once it
+        # has it (on a loaded machine it came after the stop, and the fixture had 532 of 600).
+        wait_committed(
+            cluster.broker_addr, "FixtureConsumerGroup", "FixtureTags", queues=4, total=600
+        )
         cluster.stop()
         if (cluster.store_path / "abort").exists():
             raise FixtureError("the broker left its abort file: not a clean shutdown")

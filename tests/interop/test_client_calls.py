@@ -16,6 +16,7 @@ import pytest
 import uvloop
 
 from interop.mqadmin import MQAdminError, MQAdminResult, create_topic, mqadmin
+from interop.offsets import wait_committed
 from interop.target import ClusterTarget
 from sidewinder.client.consumer import PullConsumer
 from sidewinder.client.producer import Message, Producer
@@ -135,6 +136,7 @@ def test_offline_group_resets_through_the_fallback(target: ClusterTarget) -> Non
     create_topic(ns, topic, queues=2)
     produce(target, "java", topic, 4, group=unique("PG"))
     consume(target, "java", topic, 4, group=group, linger=6)
+    wait_committed(target.broker_addr, group, topic, queues=2, total=4)
     produce(target, "java", topic, 6, group=unique("PG"), start=4)
 
     skipped = mqadmin(ns, "skipAccumulatedMessage", "-g", group, "-t", topic).stdout

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from interop.mqadmin import create_topic, mqadmin
+from interop.offsets import wait_committed
 from interop.target import ClusterTarget
 from sidewinder.protocol import body
 from sidewinder.protocol.codes import RequestCode, ResponseCode
@@ -224,6 +225,7 @@ def test_delete_sub_group_removes_offsets(target: ClusterTarget) -> None:
     create_topic(ns, topic, queues=2)
     produce(target, "java", topic, 6, group=unique("PG"))
     consume(target, "java", topic, 6, group=group, linger=6)
+    wait_committed(target.broker_addr, group, topic, queues=2, total=6)
     progress = mqadmin(ns, "consumerProgress", "-g", group).stdout
     assert len([line for line in progress.splitlines() if line.startswith(topic)]) == 2
     args = ["-c", target.cluster_name, "-g", group, "-r", "true"]

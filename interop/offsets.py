@@ -1,0 +1,49 @@
+"""What a broker holds of a consumer group's offsets, read with QUERY_CONSUMER_OFFSET.
+
+    wait_committed(target.broker_addr, group, topic, queues=4, total=600)
+
+A stock Java consumer commits every 5 s and, oneway, as it shuts down: on a loaded machine the
+last commit can reach the broker after the consumer process has gone. A test or fixture that
+reads the offsets a departed consumer left waits for them here first.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sidewinder.protocol.codes import RequestCode, ResponseCode
+from sidewinder.protocol.command import RemotingCommand
+from sidewinder.remoting.client import SyncRemotingClient
+
+
+def committed_offsets(
+    client: SyncRemotingClient, broker: str, group: str, topic: str, queues: int
+) -> dict[int, int]:
+    """The group's committed offset per queue (queues without one left out)."""
+    found = {}
+    for queue in range(queues):
+        header = {"consumerGroup": group, "topic": topic, "queueId": str(queue)}
+        request = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, header)
+        reply = client.invoke(broker, request, 5)
+        if reply.code == ResponseCode.SUCCESS:
+            found[queue] = int((reply.ext_fields or {}).get("offset", 0))
+    return found
+
+
+def wait_committed(
+    broker: str, group: str, topic: str, *, queues: int, total: int, timeout_s: float = 30.0
+) -> None:
+    """Until the group's committed offsets on `topic` add up to `total`; AssertionError
+    naming what there was after `timeout_s`."""
+    client = SyncRemotingClient()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            offsets = committed_offsets(client, broker, group, topic, queues)
+            if sum(offsets.values()) >= total:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{group} committed {offsets} on {topic}, not {total}")
+            time.sleep(0.2)
+    finally:
+        client.close()
