@@ -14,7 +14,8 @@ producerConnection; from cli_stats: statsAll, brokerConsumeStats; from cli_messa
 printMsgByQueue, queryMsgByUniqueKey, queryMsgTraceById; from cli_consumers:
 consumerConnection, consumerStatus, resetOffsetByTime, skipAccumulatedMessage,
 cloneGroupOffset, allocateMQ; from cli_export: exportMetadata, exportConfigs, exportMetrics;
-and from cli_latency: sendMsgStatus, checkMsgSendRT, clusterRT, startMonitoring.
+from cli_latency: sendMsgStatus, checkMsgSendRT, clusterRT, startMonitoring; and from cli_acl:
+updateAclConfig, deleteAclConfig, clusterAclConfigVersion, updateGlobalWhiteAddr.
 """
 
 from __future__ import annotations
@@ -441,10 +442,11 @@ def tool_credentials(access_key: str | None, secret_key: str | None) -> Credenti
 
 
 def register_commands() -> None:
-    """Register the sub-commands of the modules by concern (config and maintenance,
+    """Register the sub-commands of the modules by concern (ACL, config and maintenance,
     operations, statistics, messages, consumer groups, exports, latency): each adds its own
     to COMMANDS when imported."""
     from sidewinder.client import (  # noqa: F401
+        cli_acl,
         cli_admin,
         cli_consumers,
         cli_export,
