@@ -14,7 +14,8 @@ producerConnection; from cli_stats: statsAll, brokerConsumeStats; from cli_messa
 printMsgByQueue, queryMsgByUniqueKey, queryMsgTraceById; from cli_consumers:
 consumerConnection, consumerStatus, resetOffsetByTime, skipAccumulatedMessage,
 cloneGroupOffset, allocateMQ; from cli_export: exportMetadata, exportConfigs, exportMetrics;
-and from cli_latency: sendMsgStatus, checkMsgSendRT, clusterRT, startMonitoring.
+from cli_latency: sendMsgStatus, checkMsgSendRT, clusterRT, startMonitoring; and from cli_acl:
+updateAclConfig, deleteAclConfig, clusterAclConfigVersion, updateGlobalWhiteAddr.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from sidewinder.protocol.acl import DEFAULT_CREDENTIALS, Credentials, credential
 from sidewinder.protocol.message import decode_offset_msg_id
 from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.remoting.connection import RemotingError
+from sidewinder.remoting.tls import DEFAULT_CLIENT_TLS, TlsConfig, TlsError, TlsOption
 
 Command = Callable[[argparse.Namespace], Awaitable[int]]
 COMMANDS: dict[str, tuple[str, Command, list[tuple[str, dict[str, Any]]]]] = {}
@@ -440,11 +442,23 @@ def tool_credentials(access_key: str | None, secret_key: str | None) -> Credenti
     return credentials(str(ak), str(sk)) if ak and sk else None
 
 
+def tool_tls(enabled: bool, config_file: str | None) -> TlsOption:
+    """--tls: RocketMQ's client with -Dtls.enable=true (the keys of
+    /etc/rocketmq/tls.properties when it exists); --tls-config FILE: the keys of FILE, which
+    must exist (tls.test.mode.enable, tls.client.authServer, tls.client.trustCertPath, ...)."""
+    if config_file is None:
+        return True if enabled else None
+    if not Path(config_file).is_file():
+        raise TlsError(f"--tls-config {config_file}: no such file")
+    return TlsConfig.load({"tls.config.file": config_file})
+
+
 def register_commands() -> None:
-    """Register the sub-commands of the modules by concern (config and maintenance,
+    """Register the sub-commands of the modules by concern (ACL, config and maintenance,
     operations, statistics, messages, consumer groups, exports, latency): each adds its own
     to COMMANDS when imported."""
     from sidewinder.client import (  # noqa: F401
+        cli_acl,
         cli_admin,
         cli_consumers,
         cli_export,
@@ -469,12 +483,22 @@ def main(argv: list[str] | None = None) -> int:
             "--access-key", default=None, help="ACL: sign requests (with --secret-key)"
         )
         sub.add_argument("--secret-key", default=None)
+        sub.add_argument(
+            "--tls", action="store_true", help="TLS, as RocketMQ's tools with -Dtls.enable=true"
+        )
+        sub.add_argument(
+            "--tls-config",
+            metavar="FILE",
+            default=None,
+            help="TLS with the tls.client.* keys of this tls.config.file (implies --tls)",
+        )
         for flag, spec in options:
             sub.add_argument(flag, **spec)
     args = parser.parse_args(argv)
     _, run, _ = COMMANDS[args.command]
     try:
         DEFAULT_CREDENTIALS.set(tool_credentials(args.access_key, args.secret_key))
+        DEFAULT_CLIENT_TLS.set(tool_tls(args.tls, args.tls_config))
         return uvloop.run(run(args))
     except (ClientError, ValueError) as exc:
         print(f"mqadmin {args.command}: {exc}", file=sys.stderr)

@@ -22,15 +22,23 @@ PERM_READ = 4
 
 
 def java_hash_order(
-    items: Iterable[T], hash_code: Callable[[T], int], *, concurrent: bool = False
+    items: Iterable[T],
+    hash_code: Callable[[T], int],
+    *,
+    concurrent: bool = False,
+    sized: int | None = None,
 ) -> list[T]:
     """The order a java.util.HashMap (or HashSet) iterates these keys, put in this order: by
     bucket (the spread hash masked by the table size, grown past 3/4 full), then by insertion.
-    `concurrent`: a ConcurrentHashMap's (java.util.Properties' since Java 9), grown at 3/4."""
+    `concurrent`: a ConcurrentHashMap's (java.util.Properties' since Java 9), grown at 3/4.
+    `sized`: a `new HashMap(sized, 1)`, its table the power of two from `sized`, never grown."""
     listed = list(items)
-    capacity = 16
-    while len(listed) > capacity * 3 // 4 - (1 if concurrent else 0):
-        capacity *= 2
+    if sized is not None:
+        capacity = 1 << (max(sized, 1) - 1).bit_length()
+    else:
+        capacity = 16
+        while len(listed) > capacity * 3 // 4 - (1 if concurrent else 0):
+            capacity *= 2
 
     def bucket(item: T) -> int:
         h = hash_code(item) & 0xFFFFFFFF

@@ -24,6 +24,7 @@ import enum
 import ssl
 import tempfile
 from collections.abc import Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -289,11 +290,18 @@ class ServerTls:
 
 TlsOption = bool | ssl.SSLContext | TlsConfig | None
 
+# The TLS of the clients made without a `tls=` of their own in this context: a tool (our
+# mqadmin's --tls) sets it once for every client its sub-commands make.
+DEFAULT_CLIENT_TLS: ContextVar[TlsOption] = ContextVar("DEFAULT_CLIENT_TLS", default=None)
+
 
 def resolve_client_tls(tls: TlsOption) -> ssl.SSLContext | None:
-    """A client's `tls=` option as a context: None/False plain; True as RocketMQ's client with
-    `-Dtls.enable=true` (the settings of /etc/rocketmq/tls.properties when it exists, else
-    its defaults: any server certificate taken); a TlsConfig its settings; a context as is."""
+    """A client's `tls=` option as a context: None DEFAULT_CLIENT_TLS (plain unless set); False
+    plain; True as RocketMQ's client with `-Dtls.enable=true` (the settings of
+    /etc/rocketmq/tls.properties when it exists, else its defaults: any server certificate
+    taken); a TlsConfig its settings; a context as is."""
+    if tls is None:
+        tls = DEFAULT_CLIENT_TLS.get()
     if tls is None or tls is False:
         return None
     if isinstance(tls, ssl.SSLContext):

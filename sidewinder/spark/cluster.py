@@ -35,6 +35,7 @@ from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.message import MessageConst
 from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.protocol.subscription import Subscription
+from sidewinder.remoting.tls import TlsConfig
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -52,12 +53,18 @@ class DataLossError(RuntimeError):
 
 
 class Cluster:
-    def __init__(self, namesrv_addr: str, credentials: Credentials | None = None) -> None:
-        """`credentials`: the ACL keys every request is signed with."""
+    def __init__(
+        self,
+        namesrv_addr: str,
+        credentials: Credentials | None = None,
+        tls: TlsConfig | None = None,
+    ) -> None:
+        """`credentials`: the ACL keys every request is signed with; `tls`: connect with TLS."""
         self.namesrv_addr = namesrv_addr
-        self._keys: dict[str, str | None] = {
+        self._keys: dict[str, Any] = {
             "access_key": credentials.access_key if credentials else None,
             "secret_key": credentials.secret_key if credentials else None,
+            "tls": tls or False,  # never a tool's DEFAULT_CLIENT_TLS: what the options say
         }
         self._thread = LoopThread("sidewinder-spark")
         self._admin: Admin = self._call(_make(lambda: Admin(namesrv_addr, **self._keys)))
@@ -325,15 +332,18 @@ async def _make(factory: Any) -> Any:
     return factory()  # built on the loop thread: the client binds to its running loop
 
 
-_shared: dict[tuple[str, Credentials | None], Cluster] = {}
+_shared: dict[tuple[str, Credentials | None, TlsConfig | None], Cluster] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_cluster(namesrv_addr: str, credentials: Credentials | None = None) -> Cluster:
-    """This process's client for `namesrv_addr` (and these ACL keys), made on first use and
-    kept for later tasks."""
+def shared_cluster(
+    namesrv_addr: str, credentials: Credentials | None = None, tls: TlsConfig | None = None
+) -> Cluster:
+    """This process's client for `namesrv_addr` (and these ACL keys and TLS settings), made on
+    first use and kept for later tasks."""
+    key = (namesrv_addr, credentials, tls)
     with _shared_lock:
-        cluster = _shared.get((namesrv_addr, credentials))
+        cluster = _shared.get(key)
         if cluster is None:
-            cluster = _shared[namesrv_addr, credentials] = Cluster(namesrv_addr, credentials)
+            cluster = _shared[key] = Cluster(namesrv_addr, credentials, tls)
         return cluster

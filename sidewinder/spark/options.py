@@ -19,12 +19,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from sidewinder.protocol.acl import Credentials, credentials
+from sidewinder.remoting.tls import TLS_KEYS, TlsConfig, TlsError, client_context
 
 EARLIEST, LATEST = -2, -1  # Kafka's (and the old RocketMQ connector's) JSON sentinels
 # A queue range longer than this is read by several tasks (offsets are dense: sizes are known).
 DEFAULT_RECORDS_PER_PARTITION = 100_000
 
 TOPIC_SELECTORS = ("topic", "subscribe", "subscribePattern", "assign")
+# RocketMQ's TLS keys a client reads (TlsSystemConfig), by the lower-cased name Spark hands over.
+CLIENT_TLS_KEYS = {
+    key.lower(): key
+    for key in TLS_KEYS
+    if key.startswith("tls.client.") or key in ("tls.config.file", "tls.test.mode.enable")
+}
 
 
 class OptionError(ValueError):
@@ -74,6 +81,7 @@ class ReadOptions:
     pull_batch_size: int
     pull_timeout_s: float
     credentials: Credentials | None = None  # accessKey / secretKey: ACL signatures
+    tls: TlsConfig | None = None  # tls=true and the tls.* client keys
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, stream: bool | None) -> ReadOptions:
@@ -120,6 +128,7 @@ class ReadOptions:
             pull_batch_size=_positive(given, "pullBatchSize") or 32,
             pull_timeout_s=(_positive(given, "pullTimeoutMs") or 10_000) / 1000,
             credentials=acl_credentials(given),
+            tls=client_tls(given),
         )
 
 
@@ -129,6 +138,29 @@ def acl_credentials(given: Mapping[str, str]) -> Credentials | None:
         return credentials(given.get("accesskey"), given.get("secretkey"))
     except ValueError as exc:
         raise OptionError("accessKey", str(exc)) from None
+
+
+def client_tls(given: Mapping[str, str]) -> TlsConfig | None:
+    """`tls=true`: connect with TLS, as RocketMQ's clients with -Dtls.enable=true, with
+    RocketMQ's client keys beside it (`tls.config.file`, `tls.test.mode.enable`,
+    `tls.client.authServer`, `tls.client.trustCertPath`, `tls.client.certPath`, ...), read on
+    the driver (the files they name must be on the executors too); None without TLS."""
+    keys = {name: value for name, value in given.items() if name.startswith("tls.")}
+    for name in keys:
+        if name not in CLIENT_TLS_KEYS:
+            raise OptionError(
+                name, f"is not a TLS client setting ({sorted(CLIENT_TLS_KEYS.values())})"
+            )
+    if not _bool(given, "tls", False):
+        if keys:
+            raise OptionError(CLIENT_TLS_KEYS[next(iter(keys))], "needs tls=true")
+        return None
+    try:
+        config = TlsConfig.load({CLIENT_TLS_KEYS[name]: value for name, value in keys.items()})
+        client_context(config)  # the trust and key files, checked at analysis
+    except TlsError as exc:
+        raise OptionError("tls", str(exc)) from None
+    return config
 
 
 def _lowered(options: Mapping[str, str]) -> dict[str, str]:

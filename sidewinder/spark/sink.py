@@ -46,8 +46,9 @@ from sidewinder.client.producer import Message
 from sidewinder.client.route_cache import MessageQueue
 from sidewinder.protocol.acl import Credentials
 from sidewinder.protocol.message import MessageConst, java_string_hash
+from sidewinder.remoting.tls import TlsConfig
 from sidewinder.spark.cluster import Cluster, shared_cluster
-from sidewinder.spark.options import OptionError, acl_credentials
+from sidewinder.spark.options import OptionError, acl_credentials, client_tls
 
 SINK_LOG_TOPIC = "SIDEWINDER_SPARK_SINK_LOG"
 SELECTORS = ("column", "hash", "roundrobin")
@@ -63,6 +64,7 @@ class WriteOptions:
     exactly_once: bool
     sink_log_topic: str
     credentials: Credentials | None = None  # accessKey / secretKey: ACL signatures
+    tls: TlsConfig | None = None  # tls=true and the tls.* client keys
 
     @classmethod
     def parse(cls, options: Mapping[str, str], schema: StructType) -> WriteOptions:
@@ -103,6 +105,7 @@ class WriteOptions:
             exactly_once=exactly_once == "true",
             sink_log_topic=given.get("sinklogtopic", SINK_LOG_TOPIC).strip() or SINK_LOG_TOPIC,
             credentials=acl_credentials(given),
+            tls=client_tls(given),
         )
 
 
@@ -160,7 +163,7 @@ CHUNK_ROWS = 8192  # a task sends this many rows at a time (memory stays bounded
 
 
 def write_task(options: WriteOptions, task: str, batches: Iterator[pa.RecordBatch]) -> TaskWritten:
-    cluster = shared_cluster(options.namesrv_addr, options.credentials)
+    cluster = shared_cluster(options.namesrv_addr, options.credentials, options.tls)
     if not options.exactly_once:
         sent = 0
         for chunk in _chunks(_messages(options, task, batches)):

@@ -112,7 +112,7 @@ class RocketMQDataSource(DataSource):
 
 def read_range(options: ReadOptions, schema: StructType, part: QueueRange) -> Iterator[Any]:
     """A task's rows: the range pulled in order, as Arrow batches of the read schema."""
-    cluster = shared_cluster(options.namesrv_addr, options.credentials)
+    cluster = shared_cluster(options.namesrv_addr, options.credentials, options.tls)
     queue = MessageQueue(part.topic, part.broker_name, part.queue_id)
     subscription = Subscription.of(part.topic, options.sub_expression)
     target = arrow_schema(schema)
@@ -149,7 +149,7 @@ class BatchReader(DataSourceReader):
 
     def partitions(self) -> list[QueueRange]:
         options = self.options
-        cluster = shared_cluster(options.namesrv_addr, options.credentials)
+        cluster = shared_cluster(options.namesrv_addr, options.credentials, options.tls)
         queues = discover_queues(cluster, options)
         starts = resolve(
             cluster,
@@ -180,13 +180,16 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _queues(self) -> list[MessageQueue]:
         return discover_queues(
-            shared_cluster(self.options.namesrv_addr, self.options.credentials), self.options
+            shared_cluster(self.options.namesrv_addr, self.options.credentials, self.options.tls),
+            self.options,
         )
 
     def _fetch_latest(self) -> QueueOffsets:
         now = time.monotonic()
         if not self._latest or now - self._latest_at > LATEST_CACHE_S:
-            cluster = shared_cluster(self.options.namesrv_addr, self.options.credentials)
+            cluster = shared_cluster(
+                self.options.namesrv_addr, self.options.credentials, self.options.tls
+            )
             queues = self._queues()
             self._latest = {q: cluster.bounds(q)[1] for q in queues}
             self._latest_at = now
@@ -194,7 +197,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict[str, Any]:
         options = self.options
-        cluster = shared_cluster(options.namesrv_addr, options.credentials)
+        cluster = shared_cluster(options.namesrv_addr, options.credentials, options.tls)
         starts = resolve(
             cluster,
             options.starting,
@@ -276,6 +279,8 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         that just finished) is reported too, each distinct one once."""
         if not self.options.commit_to_group or done == self._reported:
             return
-        cluster = shared_cluster(self.options.namesrv_addr, self.options.credentials)
+        cluster = shared_cluster(
+            self.options.namesrv_addr, self.options.credentials, self.options.tls
+        )
         cluster.commit_offsets(self.options.commit_to_group, offsets_from_json(done))
         self._reported = done

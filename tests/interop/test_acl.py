@@ -6,11 +6,13 @@ or not, must get the same code and the same remark, byte for byte, from both; th
 client (AclClientRPCHook) and the Go client (primitive.Credentials) produce and consume with the
 right keys and fail with a wrong secret; a refused send creates no topic and a refused heartbeat
 registers no consumer; the stock mqadmin's ACL sub-commands change the file and the check
-follows (RocketMQ 4.9.7 rereads its files every 5 s, so changes are awaited by polling).
+follows (RocketMQ 4.9.7 rereads its files every 5 s, so changes are awaited by polling), and
+ours print what it prints and make the same changes.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,6 +28,7 @@ from sidewinder.protocol.acl import sign_request
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import SyncRemotingClient
+from tests.interop.our_mqadmin import ours_run
 
 USER, USER_SECRET = "RocketMQ", "12345678"
 ADMIN, ADMIN_SECRET = "AclAdmin1", "AdminSecret1"
@@ -332,4 +335,74 @@ def test_mqadmin_acl_commands(
     mqadmin(n, "updateGlobalWhiteAddr", "-b", b, "-g", "127.0.0.1", workdir=tools)
     _until(lambda: _answer(client, acl_target, _send("AclOpen"))[0] == ResponseCode.SUCCESS)
     mqadmin(n, "updateGlobalWhiteAddr", "-b", b, "-g", "10.10.103.*", workdir=tools)
+    _until(lambda: _answer(client, acl_target, _send("AclOpen"))[0] == ResponseCode.SYSTEM_ERROR)
+
+
+def _account(target: ClusterTarget, access_key: str) -> dict[str, object] | None:
+    written = yaml.safe_load((rocketmq_home(target.workdir) / "conf" / "plain_acl.yml").read_text())
+    found = [a for a in written.get("accounts") or [] if a.get("accessKey") == access_key]
+    return found[0] if found else None
+
+
+def test_our_mqadmin_acl_commands_as_rocketmqs(
+    acl_target: ClusterTarget, client: SyncRemotingClient, tmp_path: Path
+) -> None:
+    """Our mqadmin beside RocketMQ's, both signing with conf/tools.yml, each on an account of
+    its own: the same output, the same account written, the same effect on the check."""
+    tools = _tools_home(tmp_path)
+    home = {"ROCKETMQ_HOME": str(rocketmq_home(tools))}
+    n, b, c = acl_target.namesrv_addr, acl_target.broker_addr, acl_target.cluster_name
+    settings = ["-t", "AclNewTopic=PUB,AclOpen=SUB", "-i", "DENY", "-u", "SUB"]
+    settings += ["-g", "aclOurGroup=SUB", "-w", "192.168.7.*", "-m", "false"]
+    accounts = {"AclTheirs1": "TheirSecret1", "AclOurs1": "OurSecret1"}
+
+    def ours(*args: str) -> str:
+        done = ours_run(acl_target, *args, env=home)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def theirs(*args: str) -> str:
+        return mqadmin(n, *args, workdir=tools).stdout
+
+    def send_as(key: str) -> tuple[int, str | None]:
+        return _answer(client, acl_target, _signed(_send("AclNewTopic"), key, accounts[key]))
+
+    update = ["updateAclConfig", "-b", b]
+    outputs = [
+        theirs(*update, "-a", "AclTheirs1", "-s", accounts["AclTheirs1"], *settings),
+        ours(*update, "-a", "AclOurs1", "-s", accounts["AclOurs1"], *settings),
+    ]
+    shape = (
+        rf"create or update plain access config to {re.escape(b)} success\.\n"
+        r"org\.apache\.rocketmq\.common\.PlainAccessConfig@[0-9a-f]+"
+    )
+    assert all(re.fullmatch(shape, out) for out in outputs), outputs
+    written = {key: _account(acl_target, key) for key in accounts}
+    assert all(written.values()), written
+    unkeyed = [{**a, "accessKey": "", "secretKey": ""} for a in written.values() if a]
+    assert unkeyed[0] == unkeyed[1], written
+    for key in accounts:
+        _until(lambda k=key: send_as(k)[0] == ResponseCode.SUCCESS)
+
+    for where in (["-b", b], ["-c", c]):
+        version = ["clusterAclConfigVersion", *where]
+        assert ours(*version) == theirs(*version)
+
+    outputs = [
+        theirs("deleteAclConfig", "-b", b, "-a", "AclTheirs1"),
+        ours("deleteAclConfig", "-c", c, "-a", "AclOurs1"),
+    ]
+    assert outputs[1] == outputs[0].replace("AclTheirs1", "AclOurs1"), outputs
+    assert outputs[1] == f"delete plain access config account from {b} success.\n" + (
+        "account's accesskey is:AclOurs1"
+    )
+    assert not any(_account(acl_target, key) for key in accounts)
+    for key in accounts:
+        _until(lambda k=key: "No acl config" in (send_as(k)[1] or ""))
+
+    white = ["updateGlobalWhiteAddr", "-c", c, "-g"]
+    out = ours(*white, "127.0.0.1")
+    assert out == f"update global white remote addresses to {b} success.\n", out
+    _until(lambda: _answer(client, acl_target, _send("AclOpen"))[0] == ResponseCode.SUCCESS)
+    assert theirs(*white, "10.10.103.*") == out
     _until(lambda: _answer(client, acl_target, _send("AclOpen"))[0] == ResponseCode.SYSTEM_ERROR)

@@ -21,6 +21,7 @@ from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import SyncRemotingClient
 from tests.conftest import unique
+from tests.interop.our_mqadmin import ours_run
 from tests.interop.scenarios import consume, produce
 
 pytestmark = pytest.mark.interop
@@ -368,18 +369,29 @@ def test_start_monitoring_starts_and_returns(target: ClusterTarget) -> None:
 def test_acl_commands_answer_as_without_acl(target: ClusterTarget) -> None:
     """The ACL sub-commands against a broker without ACL (aclEnable=false): RocketMQ's
     failure codes; clusterAclConfigVersion prints its header and fails (on RocketMQ by a
-    timeout, for its broker never answers; on Sidewinder at once)."""
+    timeout, for its broker never answers; on Sidewinder at once). Our mqadmin fails the same
+    way beside it: the same code, the same header."""
     ns, broker, cluster = target.namesrv_addr, target.broker_addr, target.cluster_name
+
+    def ours_refused(args: list[str], code: int) -> None:
+        done = ours_run(target, *args)
+        assert done.returncode == 1 and f"code {code}: " in done.stderr, done
+        assert done.stdout == "", done
+
     for where in (["-b", broker], ["-c", cluster]):
-        out = mqadmin(
-            ns, "updateAclConfig", *where, "-a", "RocketMQ", "-s", "12345678", check=False
-        )
+        args = ["updateAclConfig", *where, "-a", "RocketMQ", "-s", "12345678"]
+        out = mqadmin(ns, *args, check=False)
         assert failed(out, ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED), out.output
         assert "UpdateAccessConfigSubCommand command failed" in out.output
-    out = mqadmin(ns, "deleteAclConfig", "-b", broker, "-a", "RocketMQ", check=False)
+        ours_refused(args, ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED)
+    args = ["deleteAclConfig", "-b", broker, "-a", "RocketMQ"]
+    out = mqadmin(ns, *args, check=False)
     assert failed(out, ResponseCode.DELETE_ACL_CONFIG_FAILED), out.output
-    out = mqadmin(ns, "updateGlobalWhiteAddr", "-b", broker, "-g", "10.10.*.*", check=False)
+    ours_refused(args, ResponseCode.DELETE_ACL_CONFIG_FAILED)
+    args = ["updateGlobalWhiteAddr", "-b", broker, "-g", "10.10.*.*"]
+    out = mqadmin(ns, *args, check=False)
     assert failed(out, ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED), out.output
+    ours_refused(args, ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED)
 
     out = mqadmin(ns, "clusterAclConfigVersion", "-c", cluster, check=False)
     assert out.stdout.split() == [
@@ -387,3 +399,7 @@ def test_acl_commands_answer_as_without_acl(target: ClusterTarget) -> None:
         "#AclConfigVersionNum", "#AclLastUpdateTime",
     ], out.output  # fmt: skip
     assert "ClusterAclConfigVersionListSubCommand command failed" in out.stderr, out.output
+    done = ours_run(target, "clusterAclConfigVersion", "-c", cluster)
+    assert done.returncode == 1 and done.stdout == out.stdout, done
+    never_answers = target.kind == "rocketmq"
+    assert ("no response to code 52" if never_answers else "code 1: ") in done.stderr, done

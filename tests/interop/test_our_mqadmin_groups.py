@@ -14,10 +14,10 @@ from interop.offsets import wait_committed
 from interop.target import ClusterTarget
 from sidewinder.remoting.client import SyncRemotingClient
 from tests.conftest import unique
+from tests.interop.our_mqadmin import ours_failing, ours_run
 from tests.interop.scenarios import consume, produce, start_consumer
 from tests.interop.test_mqadmin_commands import committed
 from tests.interop.test_our_mqadmin import mqadmin
-from tests.interop.test_our_mqadmin_messages import ours_failing, ours_run
 
 pytestmark = pytest.mark.interop
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -16,6 +14,7 @@ from interop.target import ClusterTarget
 from sidewinder.client.producer import Message
 from sidewinder.client.sync import Producer
 from tests.conftest import unique
+from tests.interop.our_mqadmin import ours_failing
 from tests.interop.scenarios import produce
 from tests.interop.test_mqadmin_commands import message_rows
 from tests.interop.test_our_mqadmin import mqadmin
@@ -132,29 +131,3 @@ def test_query_message_trace(target: ClusterTarget) -> None:
     assert "no message" in done, done
     done = ours_failing(target, "queryMsgTraceById", "-i", msg_id)
     assert "RMQ_SYS_TRACE_TOPIC" in done, done
-
-
-def ours_run(target: ClusterTarget, *args: str) -> subprocess.CompletedProcess[str]:
-    """Our tool, whatever its outcome."""
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sidewinder.client.cli",
-            args[0],
-            "-n",
-            target.namesrv_addr,
-            *args[1:],
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-def ours_failing(target: ClusterTarget, *args: str) -> str:
-    """Our tool's stderr for a sub-command that must fail (exit 1)."""
-    done = ours_run(target, *args)
-    assert done.returncode == 1, done.stdout
-    return done.stderr

@@ -7,7 +7,8 @@ a plain connection to the name server, the broker and its fast channel (listenPo
 under enforcing and served under permissive, and the stock Java client refused; the stock Java
 client with -Dtls.enable=true (verifying the server against our CA under enforcing, trusting it
 under test mode) produces and consumes; our Python client with TLS does too, and reads the
-Java client's messages. Certificates are made at test time in a temp dir.
+Java client's messages; our mqadmin connects with --tls / --tls-config. Certificates are made
+at test time in a temp dir.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.connection import RemotingConnectError
-from sidewinder.remoting.tls import TlsConfig, TlsOption
+from sidewinder.remoting.tls import DEFAULT_CONFIG_FILE, TlsConfig, TlsOption
 from tests.conftest import unique
+from tests.interop.our_mqadmin import ours_run
 from tests.tls_certs import CertSet, make_certs
 
 pytestmark = pytest.mark.interop
@@ -202,3 +204,38 @@ def test_stock_java_client_and_ours_produce_and_consume_over_tls(
     expected = {f"body-{n}".encode() for n in range(JAVA_MESSAGES)}
     expected |= {f"ours-{n}".encode() for n in range(OUR_MESSAGES)}
     assert sorted(bodies) == sorted(expected)
+
+
+@pytest.mark.parametrize("tls_cluster", ["enforcing"], indirect=True)
+def test_our_mqadmin_over_tls(tls_cluster: TlsCluster, tmp_path: Path) -> None:
+    """Our mqadmin under enforcing: plain it cannot reach the cluster; with --tls-config (a
+    tls.config.file whose tls.client.* keys verify the server against our CA) it creates a
+    topic, sends and reads; a file trusting another CA is refused; --tls alone (any server,
+    as RocketMQ's tools with -Dtls.enable=true) lists the topic."""
+    target = tls_cluster.target
+    java = tls_cluster.java_props
+    client_keys = {k: v for k, v in java.items() if k not in ("tls.enable", "tls.config.file")}
+    verifying, other_ca = tmp_path / "client-tls.properties", tmp_path / "other-ca.properties"
+    write_properties(verifying, client_keys)
+    other = make_certs(tmp_path / "other-certs")
+    write_properties(other_ca, {**client_keys, "tls.client.trustCertPath": str(other.ca_cert)})
+    topic = unique("TlsAdminTopic")
+
+    plain = ours_run(target, "clusterList")
+    assert plain.returncode == 1 and "no name server answered" in plain.stderr, plain
+    refused = ours_run(target, "clusterList", "--tls-config", str(other_ca))
+    assert refused.returncode == 1 and "no name server answered" in refused.stderr, refused
+    tls = ["--tls-config", str(verifying)]
+    cluster = ours_run(target, "clusterList", *tls)
+    assert cluster.returncode == 0 and target.broker_addr in cluster.stdout, cluster
+    created = ours_run(target, "updateTopic", "-t", topic, "-c", target.cluster_name, *tls)
+    assert created.stdout == f"create topic to {target.broker_addr} success.\n", created
+    sent = ours_run(target, "sendMessage", "-t", topic, "-p", "over-tls", *tls)
+    assert "SEND_OK" in sent.stdout, sent
+    read = ours_run(target, "consumeMessage", "-t", topic, "-s", "5", *tls)
+    assert "BODY: over-tls" in read.stdout, read
+    if not Path(DEFAULT_CONFIG_FILE).exists():  # else --tls takes that file's settings
+        listed = ours_run(target, "topicList", "--tls")
+        assert topic in listed.stdout.split(), listed
+    missing = ours_run(target, "topicList", "--tls-config", str(tmp_path / "absent"))
+    assert missing.returncode == 1 and "no such file" in missing.stderr, missing

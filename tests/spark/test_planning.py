@@ -4,6 +4,8 @@ functions, no broker or Spark needed."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 from sidewinder.client.route_cache import MessageQueue
 from sidewinder.spark.options import OptionError, ReadOptions
 from sidewinder.spark.planning import limit_rows, offsets_from_json, offsets_json, split_ranges
+from tests.tls_certs import make_certs
 
 queues = st.builds(
     MessageQueue,
@@ -75,3 +78,31 @@ def test_option_keys_are_case_insensitive_and_stream_only_checks_wait() -> None:
         ReadOptions.parse(
             {"namesrvAddr": "x", "subscribe": "A", "startingOffsets": "latest"}, stream=False
         )
+
+
+def test_tls_options(tmp_path: Path) -> None:
+    """tls=true with RocketMQ's client keys, in any case; a key without tls=true, a server
+    key or a trust file that is not there fails at analysis, naming it."""
+    certs = make_certs(tmp_path / "certs")
+    base = {"namesrvAddr": "127.0.0.1:9876", "subscribe": "T"}
+    assert ReadOptions.parse({**base, "tls": "false"}, stream=False).tls is None
+    no_file = {"tls": "true", "tls.config.file": "/nonexistent/tls.properties"}
+    verifying = {
+        **base,
+        **no_file,
+        "tls.test.mode.enable": "false",
+        "TLS.CLIENT.AUTHSERVER": "true",
+        "tls.client.trustCertPath": str(certs.ca_cert),
+    }
+    tls = ReadOptions.parse(verifying, stream=False).tls
+    assert tls is not None and tls.client_auth_server and not tls.test_mode_enable
+    assert tls.client_trust_cert_path == str(certs.ca_cert)
+    trusting = ReadOptions.parse({**base, **no_file}, stream=False).tls
+    assert trusting is not None and trusting.test_mode_enable
+    with pytest.raises(OptionError, match=re.escape("option tls.config.file: needs tls=true")):
+        ReadOptions.parse({**verifying, "tls": "false"}, stream=False)
+    with pytest.raises(OptionError, match=re.escape("option tls.server.mode: is not a TLS")):
+        ReadOptions.parse({**verifying, "tls.server.mode": "enforcing"}, stream=False)
+    absent = {**verifying, "tls.client.trustCertPath": str(tmp_path / "absent.pem")}
+    with pytest.raises(OptionError, match=re.escape("option tls: tls.client.trustCertPath=")):
+        ReadOptions.parse(absent, stream=False)
