@@ -83,3 +83,25 @@ def test_a_slave_mirrors_the_master_and_serves_when_it_is_gone(
     finally:
         client.close()
         slave.stop()
+
+
+@pytest.mark.parametrize("kind", ["rocketmq", "sidewinder"])
+def test_ha_master_address_names_the_master_without_a_name_server(
+    kind: str, tmp_path: Path
+) -> None:
+    """haMasterAddress set: the slave follows that address, though the name server it is
+    given answers nothing (its CommitLog still becomes the master's)."""
+    with running_target(kind, tmp_path / "master") as master:
+        host, _, port = master.broker_addr.rpartition(":")
+        conf = {"haMasterAddress": f"{host}:{int(port) + 1}", "namesrvAddr": "127.0.0.1:1"}
+        slave = ReplicaBroker(kind, tmp_path / "slave", master, conf=conf).start()
+        client = SyncRemotingClient()
+        try:
+            sent = produce(master, "java", unique("HaAddrTopic"), 50, group=unique("HaAddr"))
+            assert_sent_well(sent, count=50)
+            top = commit_log_max_offset(client, master.broker_addr)
+            assert top is not None
+            wait_for_offset(client, slave.addr, top, timeout_s=30)
+        finally:
+            client.close()
+            slave.stop()
