@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -177,3 +178,72 @@ def test_a_slave_reporting_past_the_masters_end_is_dropped(broker: InProcessBrok
                 break  # the master closed the connection
     finally:
         slave.close()
+
+
+def test_sync_master_with_sync_flush_answers_by_the_slave(tmp_path: Path) -> None:
+    """SYNC_MASTER with SYNC_FLUSH: the flush and the slave's confirmation are both waited for;
+    no slave gives SLAVE_NOT_AVAILABLE, a slave that confirms nothing FLUSH_SLAVE_TIMEOUT within
+    syncFlushTimeout, one that confirms SUCCESS (each with the message stored)."""
+    conf = {
+        "brokerRole": "SYNC_MASTER",
+        "flushDiskType": "SYNC_FLUSH",
+        "syncFlushTimeout": "500",
+        "haSendHeartbeatInterval": "300",
+    }
+    with InProcessBroker(tmp_path, conf) as broker:
+        assert broker.app is not None and broker.app.replication.master is not None
+        master = broker.app.replication.master
+        assert _send_code(broker, b"alone") == ResponseCode.SLAVE_NOT_AVAILABLE
+        slave = FakeSlave(master.port)
+        try:
+            slave.report(0)
+            until = time.monotonic() + 5
+            while not broker.call(_slave_ok(master)):
+                assert time.monotonic() < until
+                time.sleep(0.05)
+            started = time.monotonic()
+            assert _send_code(broker, b"unconfirmed") == ResponseCode.FLUSH_SLAVE_TIMEOUT
+            assert time.monotonic() - started >= 0.4
+            confirming = threading.Thread(target=_confirm_all, args=(broker, slave), daemon=True)
+            confirming.start()
+            assert _send_code(broker, b"confirmed") == ResponseCode.SUCCESS
+        finally:
+            slave.close()
+
+
+def _send_code(broker: InProcessBroker, body: bytes) -> int:
+    reply = broker.invoke(
+        RemotingCommand.request(
+            RequestCode.SEND_MESSAGE,
+            {
+                "producerGroup": "pg",
+                "topic": "HaTopic",
+                "defaultTopic": "TBW102",
+                "defaultTopicQueueNums": "4",
+                "queueId": "0",
+                "sysFlag": "0",
+                "bornTimestamp": str(int(time.time() * 1000)),
+                "flag": "0",
+                "properties": "WAIT\x01true\x02",
+                "reconsumeTimes": "0",
+                "unitMode": "false",
+            },
+            body=body,
+        )
+    )
+    assert reply.ext_fields and reply.ext_fields.get("msgId"), reply  # stored whatever the code
+    return reply.code
+
+
+def _confirm_all(broker: InProcessBroker, slave: FakeSlave) -> None:
+    """Report everything the master streams, as a slave does after each append."""
+    slave.sock.settimeout(5)
+    got = 0
+    for _ in range(200):
+        try:
+            slave.frames.feed(slave.sock.recv(65536))
+        except OSError:
+            return
+        for offset, data in slave.frames.take():
+            got = max(got, offset + len(data))
+        slave.report(got)
