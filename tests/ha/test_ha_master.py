@@ -28,26 +28,8 @@ def broker(tmp_path: Path) -> Iterator[InProcessBroker]:
 
 
 def _send(broker: InProcessBroker, body: bytes) -> None:
-    reply = broker.invoke(
-        RemotingCommand.request(
-            RequestCode.SEND_MESSAGE,
-            {
-                "producerGroup": "pg",
-                "topic": "HaTopic",
-                "defaultTopic": "TBW102",
-                "defaultTopicQueueNums": "4",
-                "queueId": "0",
-                "sysFlag": "0",
-                "bornTimestamp": str(int(time.time() * 1000)),
-                "flag": "0",
-                "properties": "WAIT\x01true\x02",
-                "reconsumeTimes": "0",
-                "unitMode": "false",
-            },
-            body=body,
-        )
-    )
-    assert reply.code == ResponseCode.SUCCESS, reply.remark
+    code = _send_code(broker, body)
+    assert code == ResponseCode.SUCCESS, code
 
 
 def _commit_log(broker: InProcessBroker) -> bytes:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
 
 import pytest
@@ -13,26 +11,13 @@ import uvloop
 from interop.target import ClusterTarget
 from sidewinder.client.consumer import PullConsumer, ReceivedMessage
 from tests.conftest import unique
+from tests.interop.our_mqadmin import ours_run
 
 pytestmark = pytest.mark.interop
 
 
 def mqadmin(target: ClusterTarget, *args: str) -> str:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sidewinder.client.cli",
-            args[0],
-            "-n",
-            target.namesrv_addr,
-            *args[1:],
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = ours_run(target, *args)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
