@@ -115,10 +115,14 @@ def decode_rocketmq_header(data: bytes) -> dict[str, Any]:
 
 
 def read_capture(path: Path) -> list[CapturedFrame]:
-    """Every whole frame of a capture file; raw (unframed) records raise CaptureError."""
+    """Every whole frame of a capture file. A torn tail (part of a frame a peer was writing when
+    its connection closed) is not a frame and is passed over; raw records (a stream that was
+    not frames at all) raise CaptureError."""
     frames = []
     for lineno, line in enumerate(path.read_text().splitlines(), 1):
         rec = json.loads(line)
+        if "torn" in rec:
+            continue
         if "frame" not in rec:
             raise CaptureError(f"{path}:{lineno}: unframed bytes on connection {rec['conn']}")
         frames.append(

@@ -2,7 +2,9 @@
 
 It sits between a client and a server and writes every frame, in both directions, to a JSON-lines
 file: `{"conn", "proxy", "dir" ("c2s" | "s2c"), "t" (unix seconds), "frame" (base64 of the whole
-frame, length prefix included)}`. Frames are split by the 4-byte length prefix only; nothing of the
+frame, length prefix included)}`. Bytes that never formed a frame are kept under "raw" (a stream
+that is not remoting frames) or "torn" (what was left of a frame when the connection closed: a
+peer that hung up mid-write). Frames are split by the 4-byte length prefix only; nothing of the
 header is interpreted, so whatever a client sends is captured as sent.
 
 A client learns broker addresses from the name server, so to capture broker traffic the name
@@ -100,7 +102,9 @@ class _Direction:
     def flush_partial(self) -> None:
         """At close: record bytes that never formed a whole frame."""
         if self.buffer:
-            self._emit(bytes(self.buffer), framed=False)
+            self._record(bytes(self.buffer), key="torn")
+            if self.rewrite:
+                self.writer.write(bytes(self.buffer))
             self.buffer.clear()
 
     def _emit(self, data: bytes, *, framed: bool) -> None:
@@ -108,14 +112,14 @@ class _Direction:
         if self.rewrite:
             self.writer.write(data)
 
-    def _record(self, data: bytes, *, framed: bool) -> None:
+    def _record(self, data: bytes, *, framed: bool = False, key: str = "") -> None:
         record = {
             "conn": self.conn,
             "proxy": self.proxy.label,
             "dir": self.name,
             "t": round(time.time(), 6),
         }
-        key = "frame" if framed else "raw"
+        key = key or ("frame" if framed else "raw")
         record[key] = base64.b64encode(data).decode("ascii")
         self.proxy.writer.record(**record)
 

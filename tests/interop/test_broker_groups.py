@@ -1,8 +1,8 @@
 """A cluster of two broker groups, RocketMQ's way to scale past one broker: broker-a and broker-b,
 each a SYNC_MASTER with its slave, on one name server, all of one kind (RocketMQ 4.9.7's, as the
 oracle, or ours). The stock Java producer spreads its sends over both groups' queues; broker-a's
-master is killed (-9) mid-load; every send still succeeds (the client retries on broker-b, and
-stops choosing broker-a once its route has no master); two Java consumers of one group share all
+master is killed (-9) mid-load; every send but the one in flight at the kill succeeds (the client
+retries on broker-b, and stops choosing broker-a once its route has no master); two Java consumers of one group share all
 eight queues, broker-a's read from its slave; every acknowledged message is read. Restarted,
 broker-a's master takes writes again, its slave confirming them."""
 
@@ -99,14 +99,20 @@ def test_a_dead_master_sends_writes_to_the_other_group_and_reads_to_its_slave(
         group=unique("TwoGroupsP"),
         count=COUNT,
         timeout_s=240,
+        keep_going="true",
     )
     until(f"{KILL_AFTER} sends", lambda: len(producer.events_so_far()) > KILL_AFTER, 120)
     before = [e for e in producer.events_so_far() if e.get("event") == "sent"]
     groups.a.kill_broker()
     run = producer.wait()
     assert run.returncode == 0 and run.of("done"), run.describe()
-    sent = run.sent()
-    assert len(sent) == COUNT and all(e["status"] == "SEND_OK" for e in sent), run.describe()
+    # A synchronous send in flight when its broker dies can fail: when the dead peer's socket
+    # closes cleanly (FIN) the Java client does not fail the request at once but waits out the
+    # send timeout, which leaves no time to retry ("sendDefaultImpl call timeout"). Any other
+    # send failing is a failed failover.
+    sent, errors = run.sent(), run.errors()
+    assert len(errors) <= 1 and len(sent) + len(errors) == COUNT, run.describe()
+    assert all(e["status"] == "SEND_OK" for e in sent), run.describe()
     # The load was spread over both groups, and after the kill it all went to broker-b.
     assert {store_port(e) for e in before} == {a_port, b_port}
     assert {store_port(e) for e in sent[-200:]} == {b_port}

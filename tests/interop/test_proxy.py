@@ -101,7 +101,11 @@ def test_rewrite_keeps_lengths_and_applies_to_server_replies_only(
         session.add(echo.addr, rewrite_to_client={b"a": b"bb"})
 
 
-def test_a_torn_tail_is_recorded_raw_and_flagged(echo: EchoServer, tmp_path: Path) -> None:
+def test_a_torn_tail_is_recorded_as_torn_and_passed_over(
+    echo: EchoServer, tmp_path: Path
+) -> None:
+    """A peer that hangs up mid-frame (a client shutting down while it writes) leaves a torn tail:
+    kept in the capture, but no frame, so reading the capture gives the whole frames only."""
     cap = tmp_path / "cap.jsonl"
     whole = frame({"code": 34, "flag": 0})
     with ProxySession(cap) as session:
@@ -113,7 +117,26 @@ def test_a_torn_tail_is_recorded_raw_and_flagged(echo: EchoServer, tmp_path: Pat
             sock.shutdown(socket.SHUT_WR)
             assert sock.recv(10) == b""
     records = [json.loads(line) for line in cap.read_text().splitlines()]
-    raws = [base64.b64decode(r["raw"]) for r in records if "raw" in r]
-    assert whole[:7] in raws
+    torn = [base64.b64decode(r["torn"]) for r in records if "torn" in r]
+    assert whole[:7] in torn
+    assert not [r for r in records if "raw" in r]
+    frames = read_capture(cap)
+    assert [f.raw for f in frames] == [whole, whole]  # each direction once, the tail in neither
+
+
+def test_a_stream_that_is_not_frames_is_recorded_raw_and_flagged(
+    echo: EchoServer, tmp_path: Path
+) -> None:
+    cap = tmp_path / "cap.jsonl"
+    garbage = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+    with ProxySession(cap) as session:
+        proxy = session.add(echo.addr)
+        with socket.create_connection(("127.0.0.1", proxy.listen_port)) as sock:
+            sock.sendall(garbage)
+            assert recv_exactly(sock, len(garbage)) == garbage
+            sock.shutdown(socket.SHUT_WR)
+            assert sock.recv(10) == b""
+    records = [json.loads(line) for line in cap.read_text().splitlines()]
+    assert garbage in [base64.b64decode(r["raw"]) for r in records if "raw" in r]
     with pytest.raises(CaptureError, match="unframed"):
         read_capture(cap)

@@ -227,7 +227,7 @@ public final class Driver {
         "mode", "batch-size", "tag", "keys-prefix", "body-prefix", "body-size", "prop",
         "delay-level", "queue", "start", "model", "tags", "sql", "from", "seek",
         "reconsume-later", "linger", "serialize", "vip", "compress-over", "request-timeout",
-        "reply", "access-key", "secret-key"));
+        "reply", "access-key", "secret-key", "keep-going"));
 
     static final Map<String, List<String>> OPTS = new LinkedHashMap<>();
 
@@ -508,6 +508,8 @@ public final class Driver {
         int bodySize;
         int delayLevel;
         Map<String, String> props = new LinkedHashMap<>();
+        // Sync and oneway sends: a failed send is reported as an error event and the next sent.
+        boolean keepGoing;
 
         Message build(long i) {
             Message m = new Message(topic, body(bodyPrefix, i, bodySize));
@@ -641,6 +643,14 @@ public final class Driver {
         }
         final Integer queue = opt("queue", null) == null ? null : intOpt("queue", 0);
         final long start = longOpt("start", 0);
+        String keepGoingS = opt("keep-going", "false").trim().toLowerCase();
+        if (!keepGoingS.equals("true") && !keepGoingS.equals("false")) {
+            throw new UsageError("--keep-going must be true or false");
+        }
+        spec.keepGoing = keepGoingS.equals("true");
+        if (spec.keepGoing && !mode.equals("sync") && !mode.equals("oneway")) {
+            throw new UsageError("--keep-going is for --mode sync or oneway");
+        }
         String answer = null;
         if (transact) {
             answer = oneOf("answer", null, "commit", "rollback", "unknown-commit", "unknown-rollback",
@@ -893,7 +903,9 @@ public final class Driver {
                 SENT.incrementAndGet();
             } catch (Exception e) {
                 emit(ev("error").put("error", "send").put("message", describe(e)).put("index", i));
-                return false;
+                if (!spec.keepGoing) {
+                    return false;
+                }
             }
         }
         return true;
