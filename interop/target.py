@@ -78,12 +78,21 @@ def create_target(
 
 @contextmanager
 def running_target(
-    kind: str, workdir: Path, broker_conf: Mapping[str, Any] | None = None
+    kind: str,
+    workdir: Path,
+    broker_conf: Mapping[str, Any] | None = None,
+    *,
+    discard: bool = False,
 ) -> Iterator[ClusterTarget]:
-    """Start a target, yield it, and stop it (by pid) whatever happens."""
+    """Start a target, yield it, and stop it (by pid) whatever happens. `discard`: kill it
+    instead, for a test that has no use for its store afterwards (a RocketMQ broker takes
+    seconds to shut down gracefully)."""
     target = create_target(kind, workdir, broker_conf)
     target.start()
     try:
         yield target
     finally:
-        target.stop()
+        if discard:
+            target.kill()
+        else:
+            target.stop()

@@ -49,9 +49,9 @@ def pair(
         try:
             yield master, slave
         finally:
-            slave.stop()
+            slave.kill()
     finally:
-        master.stop()
+        master.kill()
 
 
 def signed(code: int, fields: dict[str, str] | None = None, data: bytes = b"") -> RemotingCommand:

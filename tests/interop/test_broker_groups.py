@@ -2,9 +2,9 @@
 each a SYNC_MASTER with its slave, on one name server, all of one kind (RocketMQ 4.9.7's, as the
 oracle, or ours). The stock Java producer spreads its sends over both groups' queues; broker-a's
 master is killed (-9) mid-load; every send but the one in flight at the kill succeeds (the client
-retries on broker-b, and stops choosing broker-a once its route has no master); two Java consumers of one group share all
-eight queues, broker-a's read from its slave; every acknowledged message is read. Restarted,
-broker-a's master takes writes again, its slave confirming them."""
+retries on broker-b, and stops choosing broker-a once its route has no master); two Java
+consumers of one group share all eight queues, broker-a's read from its slave; every acknowledged
+message is read. Restarted, broker-a's master takes writes again, its slave confirming them."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ class TwoGroups:
 @pytest.fixture(params=["sidewinder", "rocketmq"])
 def groups(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TwoGroups]:
     kind = request.param
-    with running_target(kind, tmp_path / "broker-a", SYNC_MASTER) as a:
+    with running_target(kind, tmp_path / "broker-a", SYNC_MASTER, discard=True) as a:
         started: list[GroupBroker] = []
         try:
             a_slave = ReplicaBroker(kind, tmp_path / "broker-a-s", a)
@@ -59,7 +59,7 @@ def groups(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TwoGroups
             yield TwoGroups(a, a_slave, b, b_slave)
         finally:
             for broker in reversed(started):
-                broker.stop()
+                broker.kill()
 
 
 def store_port(event: dict[str, Any]) -> int:

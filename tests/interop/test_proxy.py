@@ -101,9 +101,7 @@ def test_rewrite_keeps_lengths_and_applies_to_server_replies_only(
         session.add(echo.addr, rewrite_to_client={b"a": b"bb"})
 
 
-def test_a_torn_tail_is_recorded_as_torn_and_passed_over(
-    echo: EchoServer, tmp_path: Path
-) -> None:
+def test_a_torn_tail_is_recorded_as_torn_and_passed_over(echo: EchoServer, tmp_path: Path) -> None:
     """A peer that hangs up mid-frame (a client shutting down while it writes) leaves a torn tail:
     kept in the capture, but no frame, so reading the capture gives the whole frames only."""
     cap = tmp_path / "cap.jsonl"

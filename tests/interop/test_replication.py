@@ -32,7 +32,7 @@ COUNT = 300
 
 @pytest.fixture(params=["rocketmq", "sidewinder"], ids=lambda kind: f"master={kind}")
 def master(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ClusterTarget]:
-    with running_target(request.param, tmp_path / "master") as target:
+    with running_target(request.param, tmp_path / "master", discard=True) as target:
         yield target
 
 
@@ -82,7 +82,7 @@ def test_a_slave_mirrors_the_master_and_serves_when_it_is_gone(
         assert_received_all(run, sent, topic=topic)
     finally:
         client.close()
-        slave.stop()
+        slave.kill()
 
 
 @pytest.mark.parametrize("kind", ["rocketmq", "sidewinder"])
@@ -91,7 +91,7 @@ def test_ha_master_address_names_the_master_without_a_name_server(
 ) -> None:
     """haMasterAddress set: the slave follows that address, though the name server it is
     given answers nothing (its CommitLog still becomes the master's)."""
-    with running_target(kind, tmp_path / "master") as master:
+    with running_target(kind, tmp_path / "master", discard=True) as master:
         host, _, port = master.broker_addr.rpartition(":")
         conf = {"haMasterAddress": f"{host}:{int(port) + 1}", "namesrvAddr": "127.0.0.1:1"}
         slave = ReplicaBroker(kind, tmp_path / "slave", master, conf=conf).start()
@@ -104,4 +104,4 @@ def test_ha_master_address_names_the_master_without_a_name_server(
             wait_for_offset(client, slave.addr, top, timeout_s=30)
         finally:
             client.close()
-            slave.stop()
+            slave.kill()

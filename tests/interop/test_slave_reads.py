@@ -34,12 +34,12 @@ def pair(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> Iterator[tuple[ClusterTarget, ReplicaBroker]]:
     kind = request.param
-    with running_target(kind, tmp_path / "master", SLAVE_READS) as master:
+    with running_target(kind, tmp_path / "master", SLAVE_READS, discard=True) as master:
         slave = ReplicaBroker(kind, tmp_path / "slave", master).start()
         try:
             yield master, slave
         finally:
-            slave.stop()
+            slave.kill()
 
 
 def pull(

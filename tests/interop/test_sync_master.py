@@ -47,7 +47,7 @@ def client() -> Iterator[SyncRemotingClient]:
 def test_without_a_slave_a_waiting_send_is_stored_but_slave_not_available(
     kind: str, tmp_path: Path, client: SyncRemotingClient
 ) -> None:
-    with running_target(kind, tmp_path, SYNC_MASTER) as master:
+    with running_target(kind, tmp_path, SYNC_MASTER, discard=True) as master:
         topic = unique("NoSlave")
         create_topic(master.namesrv_addr, topic, cluster=master.cluster_name)
         reply = send(client, master.broker_addr, topic, "k-0")
@@ -63,13 +63,13 @@ def pair(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> Iterator[tuple[ClusterTarget, ReplicaBroker]]:
     kind = request.param
-    with running_target(kind, tmp_path / "master", SYNC_MASTER) as master:
+    with running_target(kind, tmp_path / "master", SYNC_MASTER, discard=True) as master:
         slave = ReplicaBroker(kind, tmp_path / "slave", master).start()
         try:
             yield master, slave
         finally:
             slave.process.signal(signal.SIGCONT)
-            slave.stop()
+            slave.kill()
 
 
 def test_an_acknowledgement_means_the_slave_has_it_and_a_frozen_slave_gets_none(
