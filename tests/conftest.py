@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from interop.fixtures import FIXTURE_NAMES, ensure_fixture
 from interop.target import TARGET_KINDS, ClusterTarget, create_target
 from tests import hot_path as _hot_path
 
@@ -74,3 +76,38 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         kind = callspec.params.get("target_kind") if callspec is not None else None
         if kind is not None:
             item.add_marker(pytest.mark.xdist_group(name=f"target-{kind}"))
+
+
+_fixture_prefetch: threading.Thread | None = None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Generating RocketMQ's reference fixtures takes a minute or more, mostly waiting on JVMs and
+    clients. When the session has tests that read them, stale ones start generating now, beside
+    the first tests, instead of inside the first test that asks while its worker waits (that
+    test's ensure_fixture then waits only for what is left). Under xdist each worker starts
+    this; the cache's lock lets one generate and the other find them current."""
+    global _fixture_prefetch
+    if session.config.option.collectonly or not any(
+        item.get_closest_marker("reference_fixtures") for item in session.items
+    ):
+        return
+    _fixture_prefetch = threading.Thread(
+        target=_generate_stale_fixtures, name="fixture-prefetch", daemon=True
+    )
+    _fixture_prefetch.start()
+
+
+def _generate_stale_fixtures() -> None:
+    # The first stale name generates every stale fixture side by side (ensure_fixture).
+    for name in FIXTURE_NAMES:
+        try:
+            ensure_fixture(name)
+        except Exception as exc:  # the test that asks generates it again, and fails with this
+            print(f"generating fixture {name} ahead of its tests failed: {exc!r}")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # Never leave a generation's RocketMQ and clients running past the session.
+    if _fixture_prefetch is not None:
+        _fixture_prefetch.join()

@@ -834,6 +834,7 @@ def test_a_batch_header_goes_the_lane_where_a_single_send_s_would(
 
 
 @pytest.mark.interop
+@pytest.mark.reference_fixtures
 @pytest.mark.usefixtures("hot_path")
 def test_the_stock_clients_batches_go_the_lane(tmp_path: Path) -> None:
     """The SEND_BATCH_MESSAGE frames the Java and Go clients sent in the wire captures: read by

@@ -24,7 +24,10 @@ from sidewinder.broker.processors.send_header import send_v2_fields_py
 from sidewinder.common.native import NATIVE
 from tests.remoting.test_codec_fuzz import mutate
 
-pytestmark = pytest.mark.skipif(NATIVE is None, reason="sidewinder._native is not loaded")
+pytestmark = [
+    pytest.mark.skipif(NATIVE is None, reason="sidewinder._native is not loaded"),
+    pytest.mark.reference_fixtures,
+]
 
 
 def native(header: bytes) -> object:

@@ -136,7 +136,12 @@ def test_offline_group_resets_through_the_fallback(target: ClusterTarget) -> Non
     create_topic(ns, topic, queues=2)
     produce(target, "java", topic, 4, group=unique("PG"))
     consume(target, "java", topic, 4, group=group, linger=6)
-    wait_committed(target.broker_addr, group, topic, queues=2, total=4)
+    # No commit of the departed consumer may land after the resets below. What it committed
+    # does not matter to them (a loaded machine once lost all of one queue's commits, on
+    # RocketMQ): the figures checked are the queues' ends.
+    wait_committed(
+        target.broker_addr, group, topic, queues=2, total=4, timeout_s=10, required=False
+    )
     produce(target, "java", topic, 6, group=unique("PG"), start=4)
 
     skipped = mqadmin(ns, "skipAccumulatedMessage", "-g", group, "-t", topic).stdout

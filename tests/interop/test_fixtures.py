@@ -24,7 +24,7 @@ from interop.target import ClusterTarget, running_target
 from tests.conftest import unique
 from tests.interop.scenarios import assert_received_all, consume
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.reference_fixtures]
 
 MAGIC_MESSAGE = 0xDAA320A7
 MAGIC_BLANK = 0xCBD43194

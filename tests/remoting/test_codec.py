@@ -31,6 +31,7 @@ def wire_fixture() -> Path:
     return ensure_fixture("wire")
 
 
+@pytest.mark.reference_fixtures
 @pytest.mark.parametrize("capture", CAPTURES)
 def test_every_captured_frame_decodes_and_reencodes(wire_fixture: Path, capture: str) -> None:
     frames = read_capture(wire_fixture / f"{capture}.jsonl")
@@ -47,6 +48,7 @@ def test_every_captured_frame_decodes_and_reencodes(wire_fixture: Path, capture:
             assert encode_frame(command) == frame.raw
 
 
+@pytest.mark.reference_fixtures
 def test_the_whole_capture_stream_decodes_fed_in_odd_chunks(wire_fixture: Path) -> None:
     frames = [f for f in read_capture(wire_fixture / "java.jsonl") if f.direction == "s2c"]
     stream = b"".join(f.raw for f in frames)

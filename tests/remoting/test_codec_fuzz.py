@@ -39,6 +39,7 @@ def mutate(rng: random.Random, frame: bytes, others: list[bytes]) -> bytes:
 
 
 @pytest.mark.slow
+@pytest.mark.reference_fixtures
 def test_mutated_real_frames_decode_or_raise_frame_error_only() -> None:
     wire = ensure_fixture("wire")
     seeds = [

@@ -305,6 +305,7 @@ def read_all(store: Path) -> dict[int, MessageRecord]:
 
 
 @pytest.mark.interop
+@pytest.mark.reference_fixtures
 def test_every_record_rocketmq_wrote_decodes_and_matches_what_was_sent(
     rocketmq_store: tuple[Path, dict],
 ) -> None:
@@ -340,6 +341,7 @@ def test_every_record_rocketmq_wrote_decodes_and_matches_what_was_sent(
 
 
 @pytest.mark.interop
+@pytest.mark.reference_fixtures
 @pytest.mark.usefixtures("hot_path")
 def test_reencoding_rocketmq_records_gives_the_same_bytes(
     rocketmq_store: tuple[Path, dict],

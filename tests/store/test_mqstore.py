@@ -16,7 +16,7 @@ from sidewinder.protocol.message import decode_offset_msg_id
 from sidewinder.store.consume_queue import CQ_ENTRY_SIZE
 from sidewinder.store.index_file import HASH_SLOT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.reference_fixtures]
 
 
 def mqstore(*args: str) -> subprocess.CompletedProcess[str]:

@@ -91,7 +91,7 @@ def store() -> tuple[Path, dict[str, Any], dict[int, MessageRecord]]:
     return root, info, records
 
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.reference_fixtures]
 
 
 @pytest.mark.usefixtures("hot_path")

@@ -80,6 +80,7 @@ def test_checkpoint_round_trip_and_page_layout(tmp_path: Path) -> None:
 
 
 @pytest.mark.interop
+@pytest.mark.reference_fixtures
 def test_rocketmqs_checkpoint_reads(tmp_path: Path) -> None:
     from interop.fixtures import ensure_fixture
 
