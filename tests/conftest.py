@@ -69,7 +69,7 @@ def make_target(target_kind: str, tmp_path: Path) -> Iterator[Callable[..., Clus
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under xdist (scripts/test.sh runs two workers), every scenario of one target kind goes
+    """Under xdist (scripts/test.sh runs three workers), every scenario of one target kind goes
     to one worker, so each worker starts one shared cluster, not both."""
     for item in items:
         callspec = getattr(item, "callspec", None)
