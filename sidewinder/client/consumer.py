@@ -34,7 +34,7 @@ from sidewinder.client.pulling import (
     pull,
     queue_bound,
 )
-from sidewinder.client.route_cache import ROUTE_RETRY_S, ClientError, MessageQueue
+from sidewinder.client.route_cache import MASTER_ID, ROUTE_RETRY_S, ClientError, MessageQueue
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.subscription import Subscription
 from sidewinder.remoting.tls import TlsOption
@@ -84,6 +84,7 @@ class PullConsumer:
         self.rebalance_interval_s = rebalance_interval_s
         self.heartbeat_interval_s = heartbeat_interval_s
         self.positions: dict[MessageQueue, int] = {}
+        self._read_from: dict[MessageQueue, int] = {}  # broker ids pull replies suggested
         self._subscribed = False
         self._maintainer: asyncio.Task[None] | None = None
         self._last_commit = time.monotonic()
@@ -169,15 +170,14 @@ class PullConsumer:
     # -- consuming -------------------------------------------------------------------------------
     async def committed(self, queue: MessageQueue) -> int:
         """The group's committed offset of `queue`, -1 if it has none."""
-        return await committed_offset(
-            self.remoting, await self.member.broker_of(queue), self.group, queue
-        )
+        addr, _ = await self.member.reader_of(queue)
+        return await committed_offset(self.remoting, addr, self.group, queue)
 
     async def _start_position(self, queue: MessageQueue) -> int:
         committed = await self.committed(queue)
         if committed >= 0:
             return committed
-        addr = await self.member.broker_of(queue)
+        addr, _ = await self.member.reader_of(queue)
         if self.member.consume_from == "last":
             return await queue_bound(self.remoting, addr, queue, RequestCode.GET_MAX_OFFSET)
         if self.member.consume_from == "timestamp":
@@ -219,7 +219,7 @@ class PullConsumer:
         any is still waiting for its topic's route."""
         located, waiting = [], False
         for queue in list(self.positions):
-            if await self.routes.broker_addr(queue) is None:
+            if await self.routes.reader_addr(queue) is None:
                 waiting = True
                 continue
             if self.positions.get(queue, -1) < 0:
@@ -270,9 +270,10 @@ class PullConsumer:
         subscription = self.member.subscriptions.get(queue.topic) or Subscription.of(
             queue.topic, self.subscription
         )
+        addr, _ = await self.member.reader_of(queue, self._read_from.get(queue, MASTER_ID))
         result = await pull(
             self.remoting,
-            await self.member.broker_of(queue),
+            addr,
             self.group,
             queue,
             position,
@@ -280,6 +281,7 @@ class PullConsumer:
             batch=self.batch,
             suspend_s=suspend_s,
         )
+        self._read_from[queue] = result.suggested_broker_id
         if result.stale_subscription:
             await self.member.heartbeat()
             return None
@@ -300,7 +302,7 @@ class PullConsumer:
                 await self._commit_one(queue, position)
 
     async def _commit_one(self, queue: MessageQueue, position: int) -> None:
-        addr = await self.member.broker_of(queue)
+        addr, _ = await self.member.reader_of(queue)
         await commit_offset(self.remoting, addr, self.group, queue, position)
 
 

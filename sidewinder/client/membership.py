@@ -27,6 +27,7 @@ from typing import Any
 import structlog
 
 from sidewinder.client.route_cache import (
+    MASTER_ID,
     ROUTE_RETRY_S,
     ClientError,
     MessageQueue,
@@ -283,6 +284,17 @@ class GroupMember:
                 f"no route to {queue.broker_name} for topic {queue.topic} (yet)",
             )
         return addr
+
+    async def reader_of(self, queue: MessageQueue, prefer: int = MASTER_ID) -> tuple[str, bool]:
+        """Where to read `queue` (RouteCache.reader_addr), and whether that is its master."""
+        found = await self.routes.reader_addr(queue, prefer)
+        if found is None:
+            raise ClientError(
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+                f"no route to {queue.broker_name} for topic {queue.topic} (yet)",
+            )
+        addr, broker_id = found
+        return addr, broker_id == MASTER_ID
 
     async def unregister(self) -> None:
         header = UnregisterClientRequestHeader(

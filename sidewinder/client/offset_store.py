@@ -37,14 +37,16 @@ class BrokerOffsetStore:
     def __init__(self, member: GroupMember) -> None:
         self.member = member
 
+    # Reads and commits go to the queue's master, else (a group whose master is gone) its slave,
+    # as the Java client's RemoteBrokerOffsetStore does.
     async def read(self, queue: MessageQueue) -> int:
-        addr = await self.member.broker_of(queue)
+        addr, _ = await self.member.reader_of(queue)
         return await committed_offset(self.member.remoting, addr, self.member.group, queue)
 
     async def persist(self, offsets: dict[MessageQueue, int]) -> None:
         for queue, offset in offsets.items():
             try:
-                addr = await self.member.broker_of(queue)
+                addr, _ = await self.member.reader_of(queue)
                 await commit_offset(self.member.remoting, addr, self.member.group, queue, offset)
             except (ClientError, RemotingError, OSError) as exc:
                 # The next round sends it again; one broker down must not stop the others.

@@ -101,6 +101,9 @@ class PullResult:
     next_offset: int
     messages: list[ReceivedMessage]
     stale_subscription: bool = False
+    # The broker to pull this queue from next (suggestWhichBrokerId): the slave, when the
+    # master finds the consumer reading data it no longer holds in memory.
+    suggested_broker_id: int = 0
 
 
 def decode_messages(
@@ -131,7 +134,9 @@ async def pull(
     suspend_s: float | None,
     commit_offset: int = -1,
 ) -> PullResult:
-    """One PULL_MESSAGE; held by the broker up to `suspend_s` when nothing is there yet."""
+    """One PULL_MESSAGE; held by the broker up to `suspend_s` when nothing is there yet.
+    `commit_offset` (> 0) rides along for the broker to store: only a master's is kept, so
+    callers pulling from a slave pass none, as the Java client clears the flag there."""
     flags = FLAG_SUBSCRIPTION
     if suspend_s:
         flags |= FLAG_SUSPEND
@@ -160,7 +165,9 @@ async def pull(
     messages = []
     if reply.code == ResponseCode.SUCCESS and reply.body:
         messages = decode_messages(queue, reply.body_bytes, subscription)
-    return PullResult(reply.code, pulled.next_begin_offset, messages)
+    return PullResult(
+        reply.code, pulled.next_begin_offset, messages, False, pulled.suggest_which_broker_id
+    )
 
 
 async def committed_offset(

@@ -50,7 +50,7 @@ from sidewinder.client.offset_store import (
     OffsetStore,
 )
 from sidewinder.client.pulling import ReceivedMessage, offset_at, pull, queue_bound
-from sidewinder.client.route_cache import ClientError, MessageQueue, check_reply
+from sidewinder.client.route_cache import MASTER_ID, ClientError, MessageQueue, check_reply
 from sidewinder.protocol.codes import RequestCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import ConsumerSendMsgBackRequestHeader
@@ -82,6 +82,7 @@ class _ProcessQueue:
     task: asyncio.Task[None] | None = None
     last_pull_ms: int = 0  # for GET_CONSUMER_RUNNING_INFO, as Java's ProcessQueue keeps them
     last_consume_ms: int = 0
+    read_from: int = MASTER_ID  # the broker id the last pull reply suggested
 
     def consumed_up_to(self) -> int:
         """The offset to commit: the lowest still in flight, else where the next pull starts."""
@@ -260,7 +261,7 @@ class PushConsumer:
         stored = await self.offsets.read(queue)
         if stored >= 0:
             return stored
-        addr = await self.member.broker_of(queue)
+        addr, _ = await self.member.reader_of(queue)
         remoting = self.member.remoting
         is_retry = queue.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
         if self.member.consume_from == "first" or (is_retry and self.member.consume_from == "last"):
@@ -279,10 +280,12 @@ class PushConsumer:
                 if len(pq.in_flight) >= self.pull_threshold_per_queue:
                     await asyncio.sleep(0.05)  # flow control: the listeners are behind
                     continue
-                commit = pq.consumed_up_to() if self.member.message_model == CLUSTERING else -1
+                addr, master = await self.member.reader_of(queue, pq.read_from)
+                clustering = self.member.message_model == CLUSTERING
+                commit = pq.consumed_up_to() if clustering and master else -1
                 result = await pull(
                     self.member.remoting,
-                    await self.member.broker_of(queue),
+                    addr,
                     self.group,
                     queue,
                     pq.next_offset,
@@ -293,11 +296,16 @@ class PushConsumer:
                 )
             except (ClientError, RemotingError, OSError) as exc:
                 log.warning("client.pull_failed", queue=str(queue), error=str(exc))
+                if not isinstance(exc, ClientError):
+                    # Its broker may be gone (a dead master): ask for the route again before
+                    # the next pull, which then goes to whoever of the group is left.
+                    self.member.routes.expire(queue.topic)
                 await asyncio.sleep(3)  # Java's pullTimeDelayMillsWhenException
                 continue
             if pq.dropped:
                 return
             pq.last_pull_ms = int(time.time() * 1000)
+            pq.read_from = result.suggested_broker_id
             if result.stale_subscription:
                 await self.member.heartbeat()
                 await asyncio.sleep(0.05)

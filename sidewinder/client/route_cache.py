@@ -8,10 +8,13 @@ most every ROUTE_RETRY_S, so callers can wait for it without asking in a tight l
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sidewinder.protocol import body
 from sidewinder.protocol.codes import RequestCode, ResponseCode
@@ -24,6 +27,8 @@ AUTO_CREATE_TOPIC = "TBW102"
 MASTER_ID = 0
 PERM_READ, PERM_WRITE = 4, 2
 ROUTE_RETRY_S = 0.5
+
+_T = TypeVar("_T")
 
 
 class ClientError(Exception):
@@ -57,6 +62,16 @@ class TopicRoute:
 
     def master(self, broker_name: str) -> str | None:
         return self.brokers.get(broker_name, {}).get(MASTER_ID)
+
+    def reader(self, broker_name: str, prefer: int = MASTER_ID) -> tuple[str, int] | None:
+        """The Java client's findBrokerAddressInSubscribe(name, prefer, false): broker `prefer`
+        of the group, else any of its brokers, its master first; with that broker's id."""
+        addrs = self.brokers.get(broker_name, {})
+        if prefer in addrs:
+            return addrs[prefer], prefer
+        for broker_id in sorted(addrs):
+            return addrs[broker_id], broker_id
+        return None
 
 
 def parse_route(topic: str, data: bytes) -> TopicRoute:
@@ -108,21 +123,41 @@ class RouteCache:
     async def broker_addr(self, queue: MessageQueue) -> str | None:
         """The master serving `queue`, or None while the name servers do not know it yet. A
         miss, or a route past its TTL, is looked up again, at most every ROUTE_RETRY_S."""
+        return await self._lookup(queue, lambda route: route.master(queue.broker_name))
+
+    async def reader_addr(
+        self, queue: MessageQueue, prefer: int = MASTER_ID
+    ) -> tuple[str, int] | None:
+        """Where to read `queue` (pulls, offsets) and that broker's id: broker `prefer` of its
+        group (what the last pull reply suggested), else any of the group, the master first,
+        so a group whose master is gone is read from its slave. Looked up as broker_addr."""
+        return await self._lookup(queue, lambda route: route.reader(queue.broker_name, prefer))
+
+    def expire(self, topic: str) -> None:
+        """A broker of the topic's route stopped answering: look the route up again at the next
+        lookup (at most every ROUTE_RETRY_S), not only once its TTL has passed."""
+        route = self.routes.get(topic)
+        if route is not None:
+            self.routes[topic] = dataclasses.replace(route, fetched_at=-math.inf)
+
+    async def _lookup(
+        self, queue: MessageQueue, pick: Callable[[TopicRoute], _T | None]
+    ) -> _T | None:
         route = self.routes.get(queue.topic)
-        addr = route.master(queue.broker_name) if route else None
+        found = pick(route) if route else None
         now = time.monotonic()
         fresh = route is not None and now - route.fetched_at < self.ttl_s
         may_ask = now - self._looked_up_at.get(queue.topic, -math.inf) >= ROUTE_RETRY_S
-        if (addr is None or not fresh) and may_ask:
+        if (found is None or not fresh) and may_ask:
             self._looked_up_at[queue.topic] = now
             try:
                 route = await self.route(queue.topic, refresh=True)
             except ClientError:
-                if addr is None:
+                if found is None:
                     raise
-                return addr  # no name server answered: the route we had still serves
-            addr = route.master(queue.broker_name) if route else None
-        return addr
+                return found  # no name server answered: the route we had still serves
+            found = pick(route) if route else None
+        return found
 
     async def wait_broker_addr(self, queue: MessageQueue, timeout_s: float) -> str | None:
         """`broker_addr`, waiting up to `timeout_s` for a route that is not there yet."""

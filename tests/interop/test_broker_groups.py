@@ -8,6 +8,7 @@ message is read. Restarted, broker-a's master takes writes again, its slave conf
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,11 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import uvloop
 
 from interop.drivers import DriverProcess, DriverRun, start_driver
 from interop.mqadmin import create_topic
 from interop.replica import GroupBroker, ReplicaBroker, first_acknowledged, until, wait_for_topic
 from interop.target import ClusterTarget, running_target
+from sidewinder.client.producer import Message, Producer, SendResult
+from sidewinder.client.push_consumer import ConsumeStatus, PushConsumer, ReceivedMessage
+from sidewinder.client.route_cache import ClientError
 from sidewinder.remoting.client import SyncRemotingClient
 from tests.conftest import unique
 from tests.interop.scenarios import start_consumer
@@ -29,6 +34,7 @@ pytestmark = pytest.mark.interop
 SYNC_MASTER = {"brokerRole": "SYNC_MASTER"}
 COUNT = 1500
 KILL_AFTER = 300
+PY_COUNT, PY_KILL_AFTER = 600, 150
 
 
 @dataclass
@@ -62,6 +68,23 @@ def groups(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TwoGroups
                 broker.kill()
 
 
+def prepare(groups: TwoGroups, prefix: str) -> tuple[str, str]:
+    """A new topic with four queues in each group, and a second to warm them with; once both
+    masters acknowledge (their slaves confirm) and broker-a's slave has the topic (its metadata
+    sync), which it needs to serve the topic when its master is gone."""
+    topic, warm = unique(prefix), unique(f"{prefix}Warm")
+    for name in (topic, warm):
+        create_topic(groups.namesrv_addr, name, cluster=groups.a.cluster_name, queues=4)
+    client = SyncRemotingClient()
+    try:
+        for addr in (groups.a.broker_addr, groups.b.addr):
+            first_acknowledged(client, addr, warm)
+        wait_for_topic(client, groups.a_slave.addr, topic)
+    finally:
+        client.close()
+    return topic, warm
+
+
 def store_port(event: dict[str, Any]) -> int:
     """The port of the broker that stored the message: the broker's message id (offsetMsgId) is
     its store host's IPv4, port and CommitLog offset in hex."""
@@ -71,19 +94,8 @@ def store_port(event: dict[str, Any]) -> int:
 def test_a_dead_master_sends_writes_to_the_other_group_and_reads_to_its_slave(
     groups: TwoGroups,
 ) -> None:
-    topic, warm = unique("TwoGroups"), unique("TwoGroupsWarm")
-    for name in (topic, warm):
-        create_topic(groups.namesrv_addr, name, cluster=groups.a.cluster_name, queues=4)
+    topic, warm = prepare(groups, "TwoGroups")
     a_port, b_port = int(groups.a.broker_addr.rsplit(":", 1)[1]), groups.b.port
-    client = SyncRemotingClient()
-    try:
-        # Each master acknowledges once its slave confirms; broker-a's slave must have the topic
-        # (its metadata sync) to serve it when the master is gone.
-        for addr in (groups.a.broker_addr, groups.b.addr):
-            first_acknowledged(client, addr, warm)
-        wait_for_topic(client, groups.a_slave.addr, topic)
-    finally:
-        client.close()
 
     # Two consumers of one group, reading while the producer sends and through the kill.
     group = unique("TwoGroupsC")
@@ -156,3 +168,64 @@ def read_until_all(
     for consumer in consumers:
         consumer.kill()
     return [consumer.wait() for consumer in consumers]
+
+
+def test_our_clients_ride_out_a_dead_master(groups: TwoGroups) -> None:
+    """Our Producer and PushConsumer in the same cluster and the same kill: our client fails a
+    request in flight as soon as its connection closes and retries it on broker-b, so every
+    send succeeds; then our consumer, started with broker-a's master gone, reads broker-a's
+    queues from its slave, and every message."""
+    topic, _ = prepare(groups, "PyTwoGroups")
+    a_name, b_name = groups.a.broker_name, groups.b.broker_name
+    received: list[str] = []
+
+    def on_messages(messages: list[ReceivedMessage]) -> ConsumeStatus:
+        received.extend(m.keys[0] for m in messages)
+        return ConsumeStatus.SUCCESS
+
+    async def send_through_the_kill() -> tuple[list[SendResult], list[tuple[int, ClientError]]]:
+        producer = Producer(unique("PyTwoGroupsP"), groups.namesrv_addr)
+        await producer.start()
+        sent: list[SendResult] = []
+        failed: list[tuple[int, ClientError]] = []
+        killed: asyncio.Future[int | None] | None = None
+        try:
+            async with asyncio.timeout(120):
+                for n in range(PY_COUNT):
+                    if n == PY_KILL_AFTER:
+                        # From a thread, so sends go on while the master dies: one is in flight.
+                        killed = asyncio.ensure_future(asyncio.to_thread(groups.a.kill_broker))
+                    try:
+                        sent.append(await producer.send(Message(topic, b"x", keys=[f"py-{n}"])))
+                    except ClientError as exc:
+                        failed.append((n, exc))
+                assert killed is not None
+                await killed
+        finally:
+            await producer.close()
+        return sent, failed
+
+    async def read_all(keys: set[str]) -> None:
+        consumer = PushConsumer(
+            unique("PyTwoGroupsC"), groups.namesrv_addr, listener=on_messages, consume_from="first"
+        )
+        consumer.subscribe(topic)
+        await consumer.start()
+        try:
+            async with asyncio.timeout(120):
+                while not keys <= set(received):
+                    await asyncio.sleep(0.2)
+        finally:
+            await consumer.close()
+
+    sent, failed = uvloop.run(send_through_the_kill())
+    assert not failed, failed[:3]
+    assert len(sent) == PY_COUNT and all(r.status == "SEND_OK" for r in sent)
+    brokers = [r.queue.broker_name for r in sent]
+    assert set(brokers[:PY_KILL_AFTER]) == {a_name, b_name}, set(brokers)
+    assert set(brokers[-100:]) == {b_name}
+    from_a = {f"py-{n}" for n, broker in enumerate(brokers) if broker == a_name}
+    assert from_a
+    # broker-a's master is dead: what it stored can only come from its slave.
+    uvloop.run(read_all({f"py-{n}" for n in range(PY_COUNT)}))
+    assert from_a <= set(received) and len(set(received)) == PY_COUNT
