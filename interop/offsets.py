@@ -30,6 +30,24 @@ def committed_offsets(
     return found
 
 
+def commit_offsets(broker: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """UPDATE_CONSUMER_OFFSET for each queue, as a consumer commits."""
+    client = SyncRemotingClient()
+    try:
+        for queue, offset in offsets.items():
+            header = {
+                "consumerGroup": group,
+                "topic": topic,
+                "queueId": str(queue),
+                "commitOffset": str(offset),
+            }
+            request = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header)
+            reply = client.invoke(broker, request, 5)
+            assert reply.code == ResponseCode.SUCCESS, reply
+    finally:
+        client.close()
+
+
 def wait_committed(
     broker: str,
     group: str,
