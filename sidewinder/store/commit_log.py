@@ -36,6 +36,7 @@ from sidewinder.protocol.record import (
 )
 from sidewinder.store.mapped_file import DiskFullError, MappedFile
 from sidewinder.store.mapped_file_queue import MappedFileQueue
+from sidewinder.store.message_run import MessageRun, encode_run
 from sidewinder.store.transient_pool import TransientStorePool
 
 
@@ -203,14 +204,16 @@ class CommitLog:
         )
 
     def put_many(
-        self, messages: Sequence[MessageToStore | BatchToStore], now_ms: int | None = None
+        self,
+        messages: Sequence[MessageToStore | BatchToStore | MessageRun],
+        now_ms: int | None = None,
     ) -> tuple[list[int], list[int], DiskFullError | None]:
         """Append messages of any topics and queues, each its own record, in order, all with
         one store timestamp: the sends of one received chunk. The caller has checked each with
-        `illegal`. A BatchToStore is one item: its records, in one segment, take consecutive
-        queue offsets; their physical offsets are set on it. Returns the physical and queue
-        offsets of the items appended (a batch's first); when a new segment cannot be made, the
-        error, and the rest are not appended."""
+        `illegal` (a MessageRun with `illegal_run`). A BatchToStore or MessageRun is one item:
+        its records, in one segment, take consecutive queue offsets; their physical offsets
+        are set on it. Returns the physical and queue offsets of the items appended (a batch's
+        first); when a new segment cannot be made, the error, and the rest are not appended."""
         stamp = int(time.time() * 1000) if now_ms is None else now_ms
         phys: list[int] = []
         offsets: list[int] = []
@@ -244,7 +247,17 @@ class CommitLog:
                 queue_offset = queue_offsets.get(key, 0)
                 counted = message.stored_sys_flag & TRANSACTION_TYPE_MASK not in _UNCOUNTED
                 try:
-                    if message.batch:
+                    if message.__class__ is MessageRun:
+                        message.phys = encode_run(
+                            message,
+                            buffer,
+                            position - shift,
+                            queue_offset=queue_offset,
+                            phy_offset=base + position,
+                            store_timestamp=stamp,
+                            counted=counted,
+                        )
+                    elif message.batch:
                         message.phys = encode_batch(
                             message,
                             buffer,
@@ -299,7 +312,7 @@ class CommitLog:
         target: MappedFile,
         start: int,
         end: int,
-        messages: Sequence[MessageToStore | BatchToStore],
+        messages: Sequence[MessageToStore | BatchToStore | MessageRun],
         phys: list[int],
         offsets: list[int],
         published: int,
@@ -329,6 +342,16 @@ class CommitLog:
                 f"batch of {total} bytes cannot fit a mappedFileSizeCommitLog "
                 f"{self.files.file_size} segment"
             )
+        return ""
+
+    def illegal_run(self, messages: Sequence[MessageToStore]) -> str:
+        """Why the CommitLog cannot take `messages` as one run of records ("" when it can)."""
+        for message in messages:
+            problem = self.illegal(message)
+            if problem:
+                return problem
+        if len(messages) > 1:
+            return self._illegal_batch(sum(message.record_size for message in messages))
         return ""
 
     def illegal(self, message: MessageToStore) -> str:

@@ -6,8 +6,9 @@ SCHEDULE_TOPIC_XXXX the deliver time). Queue offset N lives at byte N * 20 of th
 
 from __future__ import annotations
 
+import shutil
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -294,3 +295,16 @@ class ConsumeQueueTable:
         for queue in self.queues.values():
             queue.close()
         self.queues.clear()
+
+    def drop(self, which: Callable[[tuple[str, int]], bool]) -> list[tuple[str, int]]:
+        """Close and delete the queues `which` picks, and a topic's directory once it has no
+        queue left; returns their keys. Blocking: the dispatch thread's, which owns them."""
+        keys = [key for key in self.queues if which(key)]
+        for key in keys:
+            queue = self.queues.pop(key)
+            queue.close()
+            shutil.rmtree(queue.files.directory, ignore_errors=True)
+        for topic in {topic for topic, _ in keys}:
+            if not any(t == topic for t, _ in self.queues):
+                shutil.rmtree(self.root / topic, ignore_errors=True)
+        return keys
