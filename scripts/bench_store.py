@@ -111,7 +111,7 @@ async def store_puts(root: Path, flush: str, seconds: float, **options: Any) -> 
     await store.start()
     # A broker that has run a while has its next segment made (and warmed, if asked) ahead of
     # need; start from there rather than from the very first segment's creation.
-    await asyncio.get_running_loop().run_in_executor(None, store.commit_log.files.wait_prepared)
+    await asyncio.get_running_loop().run_in_executor(None, store._commit_log.files.wait_prepared)
     messages = [sample(n, n % 8) for n in range(PUTTERS)]
     done = failed = 0
     deadline = time.perf_counter() + seconds
@@ -129,9 +129,13 @@ async def store_puts(root: Path, flush: str, seconds: float, **options: Any) -> 
     await asyncio.gather(*(putter(m) for m in messages))
     elapsed = time.perf_counter() - started
     size = messages[0].size()
-    flushes = store.group_commit.flushes if flush == "SYNC_FLUSH" else store.periodic_flush.flushes
-    if store.pool is not None:  # the pool's commits must keep up before reads see the data
-        await asyncio.get_running_loop().run_in_executor(None, store.commit_log.commit)
+    flushes = (
+        store._group_commit.flushes
+        if flush == "SYNC_FLUSH"
+        else store._flushes.periodic_flush.flushes
+    )
+    if store._parts.pool is not None:  # the pool's commits must keep up before reads see the data
+        await asyncio.get_running_loop().run_in_executor(None, store._commit_log.commit)
     reads = await store_reads(store, seconds)
     await store.shutdown()
     return {
@@ -145,7 +149,7 @@ async def store_puts(root: Path, flush: str, seconds: float, **options: Any) -> 
 
 async def store_reads(store: MessageStore, seconds: float) -> float:
     for _ in range(500):  # let dispatch catch up before reading
-        if store.reput.offset >= store.commit_log.max_offset:
+        if store.dispatch_behind_bytes == 0:
             break
         await asyncio.sleep(0.01)
     read = 0

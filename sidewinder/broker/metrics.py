@@ -280,13 +280,10 @@ class BrokerMetrics(Collector):
             "fdatasync rounds: CommitLog (group commit or the flush timer), ConsumeQueues",
             labels=labels,
         )
-        commit_log = (
-            store.group_commit.round_seconds if store.sync_flush else store.periodic_flush.seconds
-        )
-        _histogram(seconds, [*self.base.values(), "commitlog"], commit_log)
-        _histogram(seconds, [*self.base.values(), "consumequeue"], store.queue_flush.seconds)
+        timings = store.flush_timings()
+        _histogram(seconds, [*self.base.values(), "commitlog"], timings.commit_log_seconds)
+        _histogram(seconds, [*self.base.values(), "consumequeue"], timings.consume_queue_seconds)
         yield seconds
-        commit = store.group_commit
         yield _histogram(
             HistogramMetricFamily(
                 "sidewinder_group_commit_bytes",
@@ -294,7 +291,7 @@ class BrokerMetrics(Collector):
                 labels=list(self.base),
             ),
             list(self.base.values()),
-            commit.round_bytes,
+            timings.group_commit_bytes,
         )
         yield _histogram(
             HistogramMetricFamily(
@@ -303,7 +300,7 @@ class BrokerMetrics(Collector):
                 labels=list(self.base),
             ),
             list(self.base.values()),
-            commit.round_waiters,
+            timings.group_commit_waiters,
         )
 
 

@@ -110,11 +110,8 @@ class ScheduleService:
         offset = max(
             self.offsets.get(level, 0), self.store.min_offset_in_queue(SCHEDULE_TOPIC, queue_id)
         )
-        queue = self.store.queues.queues.get((SCHEDULE_TOPIC, queue_id))
-        if queue is None:
-            return IDLE_CHECK_S
-        while offset < queue.max_offset:
-            entry = queue.entry(offset)
+        while offset < self.store.max_offset_in_queue(SCHEDULE_TOPIC, queue_id):
+            entry = self.store.queue_entry(SCHEDULE_TOPIC, queue_id, offset)
             if entry is None:
                 break
             now_ms = int(time.time() * 1000)

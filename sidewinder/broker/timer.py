@@ -18,7 +18,7 @@ event loop:
 - every timerFlushIntervalMs, flushes log, wheel and checkpoint on an executor, and every 30 s
   deletes the timer log files wholly delivered (RocketMQ 5 deletes those whose messages the
   CommitLog no longer holds; here the CommitLog keeps what pending timers read, see
-  MessageStore.commit_log_floors, so the delivered mark is the one to go by).
+  MessageStore.add_commit_log_floor, so the delivered mark is the one to go by).
 
 Exactly once across a kill, where RocketMQ 5 delivers again what it delivered since its last
 checkpoint: after each put, how far the slot got (and the CommitLog end of that put) is written
@@ -230,7 +230,7 @@ class TimerService:
         if not store.is_slave:
             # A slave's timer does not run (its master delivers): its timer-topic entries are
             # never taken, and a floor on them would keep its CommitLog for ever.
-            store.commit_log_floors.append(self._commit_log_floor)
+            store.add_commit_log_floor(self._commit_log_floor)
 
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
         if topic == TIMER_TOPIC:
@@ -285,7 +285,7 @@ class TimerService:
         if done < len(units):
             source = self.store.lookup_message_by_offset(units[done][1].phy_offset)
             if source is not None and noted.phy_offset <= self.store.max_phy_offset:
-                for found in self.store.commit_log.records(noted.phy_offset):
+                for found in self.store.records_from(noted.phy_offset):
                     if _same_delivery(found, source, units[done][1]):
                         done += 1
                         self.timers.delivered(read, done, found.phy_offset + found.total_size)

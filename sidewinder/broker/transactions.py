@@ -126,11 +126,11 @@ class Transactions:
             latest[_identity(half)] = half.queue_offset
 
     def _queue_records(self, topic: str) -> Iterator[MessageRecord]:
-        queue = self.store.queues.queues.get((topic, 0))
-        if queue is None:
-            return
-        for offset in range(queue.min_offset, queue.max_offset):
-            entry = queue.entry(offset)
+        store = self.store
+        for offset in range(
+            store.min_offset_in_queue(topic, 0), store.max_offset_in_queue(topic, 0)
+        ):
+            entry = store.queue_entry(topic, 0, offset)
             record = self.store.lookup_message_by_offset(entry.phy_offset) if entry else None
             if record is not None:
                 yield record
@@ -168,19 +168,20 @@ class Transactions:
                 log.warning("transactions.check_failed", error=repr(exc))
 
     async def check_once(self) -> None:
-        queue = self.store.queues.queues.get((TRANS_HALF_TOPIC, 0))
-        if queue is None:
-            return
+        store = self.store
+        max_offset = store.max_offset_in_queue(TRANS_HALF_TOPIC, 0)
+        if max_offset == 0:
+            return  # no half message yet
         now_ms = int(time.time() * 1000)
         timeout = self.config.transaction_time_out
-        offset = max(self.scan_from, queue.min_offset)
-        while offset < queue.max_offset and offset in self.settled:
+        offset = max(self.scan_from, store.min_offset_in_queue(TRANS_HALF_TOPIC, 0))
+        while offset < max_offset and offset in self.settled:
             offset += 1
         self.scan_from = offset
-        for half_offset in range(offset, queue.max_offset):
+        for half_offset in range(offset, max_offset):
             if half_offset in self.settled:
                 continue
-            entry = queue.entry(half_offset)
+            entry = store.queue_entry(TRANS_HALF_TOPIC, 0, half_offset)
             record = self.store.lookup_message_by_offset(entry.phy_offset) if entry else None
             if record is None:
                 continue

@@ -107,7 +107,7 @@ def test_pull_batches_across_commitlog_segments_are_every_record_in_order(tmp_pa
                 bodies += [bytes(r.body[:6]) for r in batch]
                 offset = got.next_begin_offset
             assert bodies == [f"{n:06d}".encode() for n in range(100)]
-            assert len(app.store.commit_log.files.files) >= 4
+            assert len(app.store._commit_log.files.files) >= 4
             await client.close()
 
     asyncio.run(scenario())

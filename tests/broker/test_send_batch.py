@@ -283,7 +283,7 @@ async def _serve_and_send(
             await client.send(frames)
             got = await client.read(replies)
             await store.caught_up(2)
-            records = [_fields(r) for r in store.commit_log.records()]
+            records = [_fields(r) for r in store._commit_log.records()]
         finally:
             client.close()
     return _served(root, got, records, send.lane.batched)
@@ -586,7 +586,7 @@ def test_waiting_batches_are_answered_once_durable(
     async def held(root: Path, path: str) -> tuple[list[RawFrame], list[RawFrame]]:
         conf = {"syncFlushTimeout": "30000" if flushed else "1000"}
         async with _broker(root, lane=path, flush="SYNC_FLUSH", conf=conf) as (_, store, port):
-            commit = store.group_commit
+            commit = store._group_commit
             commit.wake = lambda: None  # type: ignore[method-assign]
             client = _Client(port)
             try:

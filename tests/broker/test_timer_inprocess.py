@@ -151,9 +151,9 @@ def test_cleanup_keeps_what_pending_timers_read_and_deletes_delivered_timer_logs
 
         async def clean() -> tuple[list[str], int]:
             await app.store.caught_up(2)
-            app.store.cleanup.delete_files_manually()
-            done = await app.store.cleanup.run_once()
-            return done.deleted_segments, app.store.commit_log.files.min_offset
+            app.store._parts.cleanup.delete_files_manually()
+            done = await app.store._parts.cleanup.run_once()
+            return done.deleted_segments, app.store._commit_log.files.min_offset
 
         async def first_timer_message() -> int:
             entry = app.store.queue_entry(TIMER_TOPIC, 0, 0)

@@ -52,7 +52,7 @@ async def started(root: Path) -> tuple[MessageStore, Transactions]:
 
 
 def half_at(store: MessageStore, queue_offset: int) -> MessageRecord:
-    entry = store.queues.queues[(TRANS_HALF_TOPIC, 0)].entry(queue_offset)
+    entry = store.queue_entry(TRANS_HALF_TOPIC, 0, queue_offset)
     assert entry is not None
     record = store.lookup_message_by_offset(entry.phy_offset)
     assert record is not None

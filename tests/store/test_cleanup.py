@@ -55,7 +55,7 @@ def run(root: Path, scenario: Callable[[MessageStore], Awaitable[None]], **extra
         store = MessageStore(config(root, **extra), store_host=HOST)
         await store.start()
         # Age and hour rules alone: how full this machine's disk is must not force a deletion.
-        store.cleanup.disk_usage = lambda path: 0.10
+        store._parts.cleanup.disk_usage = lambda path: 0.10
         try:
             await scenario(store)
         finally:
@@ -73,13 +73,13 @@ def test_expired_segments_go_at_delete_when_and_queues_follow(tmp_path: Path) ->
 
     async def scenario(store: MessageStore) -> None:
         await until(lambda: store.min_phy_offset == starts[3], "the expired segments to go")
-        await until(lambda: store.cleanup._last_min_phy == starts[3], "queue cleanup")
+        await until(lambda: store._parts.cleanup._last_min_phy == starts[3], "queue cleanup")
         for queue in range(QUEUES):
             low = store.min_offset_in_queue("C", queue)
             assert low > 0
-            first = store.queues.queues[("C", queue)].entry(low)
+            first = store._queues.queues[("C", queue)].entry(low)
             assert first is not None and first.phy_offset >= starts[3]
-            before = store.queues.queues[("C", queue)].entry(low - 1)
+            before = store._queues.queues[("C", queue)].entry(low - 1)
             assert before is None or before.phy_offset < starts[3]
             got = store.get_messages("C", queue, 0, 8)
             assert got.status is GetStatus.OFFSET_TOO_SMALL and got.next_begin_offset == low
@@ -126,7 +126,7 @@ def test_a_queue_whose_every_message_went_starts_after_its_last_entry(tmp_path: 
     age_segments(tmp_path, starts[:-1], hours=73)
 
     async def scenario(store: MessageStore) -> None:
-        await until(lambda: store.cleanup._last_min_phy == starts[-1], "cleanup")
+        await until(lambda: store._parts.cleanup._last_min_phy == starts[-1], "cleanup")
         assert store.min_offset_in_queue("Quiet", 0) == store.max_offset_in_queue("Quiet", 0) == 5
         got = store.get_messages("Quiet", 0, 0, 8)
         assert got.status is GetStatus.OFFSET_TOO_SMALL and got.next_begin_offset == 5
@@ -153,7 +153,7 @@ def test_nothing_goes_outside_delete_when_or_within_the_reserved_time(tmp_path: 
 
     async def wrong_hour(store: MessageStore) -> None:
         for _ in range(5):
-            await store.cleanup.run_once()
+            await store._parts.cleanup.run_once()
         assert store.min_phy_offset == 0
 
     run(tmp_path, wrong_hour, delete_when=other_hour(), file_reserved_time=72)
@@ -161,7 +161,7 @@ def test_nothing_goes_outside_delete_when_or_within_the_reserved_time(tmp_path: 
     async def right_hour(store: MessageStore) -> None:
         await until(lambda: store.min_phy_offset == starts[2], "expired segments to go")
         for _ in range(3):
-            await store.cleanup.run_once()
+            await store._parts.cleanup.run_once()
         assert store.min_phy_offset == starts[2]  # 71 hours old: kept
 
     run(tmp_path, right_hour, delete_when=ALL_HOURS, file_reserved_time=72)
@@ -172,9 +172,9 @@ def test_manual_delete_ignores_the_hour(tmp_path: Path) -> None:
     age_segments(tmp_path, starts[:2], hours=80)
 
     async def scenario(store: MessageStore) -> None:
-        await store.cleanup.run_once()
+        await store._parts.cleanup.run_once()
         assert store.min_phy_offset == 0
-        store.cleanup.delete_files_manually()
+        store._parts.cleanup.delete_files_manually()
         await until(lambda: store.min_phy_offset == starts[2], "a manual delete")
 
     run(tmp_path, scenario, delete_when=other_hour())
@@ -186,23 +186,23 @@ def test_disk_ratios_force_cleanup_and_refuse_puts_above_90_percent(tmp_path: Pa
     used = [0.80]
 
     async def scenario(store: MessageStore) -> None:
-        store.cleanup.disk_usage = lambda path: used[0]
+        store._parts.cleanup.disk_usage = lambda path: used[0]
         # Above diskMaxUsedSpaceRatio (75 %): expired segments go at any hour, no others.
         await until(lambda: store.min_phy_offset == starts[1], "the expired segment to go")
         for _ in range(3):
-            await store.cleanup.run_once()
+            await store._parts.cleanup.run_once()
         assert store.min_phy_offset == starts[1]
         assert (await store.put_message(message("C", 0, COUNT))).status is PutStatus.PUT_OK
         # Above 90 %: puts are refused with a remark, and all but the newest segment go.
         used[0] = 0.93
-        await until(lambda: store.cleanup.disk_full, "the disk-full flag")
+        await until(lambda: store._parts.cleanup.disk_full, "the disk-full flag")
         refused = await store.put_message(message("C", 0, COUNT + 1))
         assert refused.status is PutStatus.SERVICE_NOT_AVAILABLE
         assert "disk full" in refused.remark and "93%" in refused.remark
         await until(lambda: store.min_phy_offset == starts[-1], "a forced cleanup")
         # Back under: puts are taken again, at the next queue offset.
         used[0] = 0.5
-        await until(lambda: not store.cleanup.disk_full, "the disk-full flag to clear")
+        await until(lambda: not store._parts.cleanup.disk_full, "the disk-full flag to clear")
         accepted = await store.put_message(message("C", 0, COUNT + 2))
         assert accepted.status is PutStatus.PUT_OK
         assert accepted.append is not None
@@ -219,19 +219,21 @@ def test_a_segment_goes_only_once_it_is_dispatched(tmp_path: Path) -> None:
 
     async def scenario(store: MessageStore) -> None:
         # Its first round over: the next use the dispatch thread only when the minimum moves.
-        await until(lambda: store.cleanup._last_min_phy == 0, "a first cleanup round")
+        await until(lambda: store._parts.cleanup._last_min_phy == 0, "a first cleanup round")
         held = threading.Event()
         # Dispatch rounds queue behind this one on the store's one dispatch thread.
-        store._dispatch_executor.submit(held.wait, 10)
+        store._parts.dispatch_thread.submit(held.wait, 10)
         for n in range(COUNT):
             await store.put_message(message("C", n % QUEUES, n, size=1000))
-        segments = sorted(f.file_from_offset for f in store.commit_log.files.files)
+        segments = sorted(f.file_from_offset for f in store._commit_log.files.files)
         assert len(segments) >= 3
         for _ in range(5):
-            await store.cleanup.run_once()
+            await store._parts.cleanup.run_once()
         assert store.min_phy_offset == 0  # nothing dispatch has not passed
         held.set()
-        await until(lambda: store.cleanup._last_min_phy == segments[-1], "the dispatched to go")
+        await until(
+            lambda: store._parts.cleanup._last_min_phy == segments[-1], "the dispatched to go"
+        )
         for queue in range(QUEUES):
             await wait_dispatched(store, "C", queue, COUNT // QUEUES)
             low = store.min_offset_in_queue("C", queue)
@@ -252,10 +254,12 @@ def test_no_segment_at_or_above_a_reader_s_floor_goes_even_forcibly(tmp_path: Pa
     floor: list[int | None] = [starts[1] + 10]
 
     async def scenario(store: MessageStore) -> None:
-        store.commit_log_floors.append(lambda: floor[0])
-        store.cleanup.disk_usage = lambda path: 0.93  # forcibly: every segment but the newest
+        store.add_commit_log_floor(lambda: floor[0])
+        store._parts.cleanup.disk_usage = lambda path: (
+            0.93
+        )  # forcibly: every segment but the newest
         for _ in range(3):
-            await store.cleanup.run_once()
+            await store._parts.cleanup.run_once()
         assert store.min_phy_offset == starts[1]
         floor[0] = None  # nothing pending
         await until(lambda: store.min_phy_offset == starts[-1], "the rest to go")

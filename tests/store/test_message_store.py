@@ -105,7 +105,7 @@ def test_sync_flush_group_commit_covers_many_waiters_per_fdatasync(tmp_path: Pat
             *(store.put_message(message("T", n % 4, n)) for n in range(256))
         )
         await wait_dispatched(store, "T", 3, 64)
-        flushes = store.group_commit.flushes
+        flushes = store._group_commit.flushes
         await store.shutdown()
         return [r.status for r in results], flushes
 
@@ -236,20 +236,20 @@ def test_a_few_records_are_dispatched_on_the_loop_unless_the_dispatch_thread_hol
             for n in range(20):
                 await store.put_message(message("Inline", 0, n))
                 await wait_dispatched(store, "Inline", 0, n + 1)
-            assert store.inline_dispatches >= 15  # the first made the queue's file
+            assert store._dispatch.inline_dispatches >= 15  # the first made the queue's file
             held, release = threading.Event(), threading.Event()
 
             def hold() -> None:
                 held.set()
                 release.wait(10)
 
-            job = asyncio.get_running_loop().run_in_executor(store._dispatch_executor, hold)
+            job = asyncio.get_running_loop().run_in_executor(store._parts.dispatch_thread, hold)
             await asyncio.get_running_loop().run_in_executor(None, held.wait, 10)
-            before = store.inline_dispatches
+            before = store._dispatch.inline_dispatches
             await store.put_message(message("Inline", 0, 20))
             await asyncio.sleep(0.05)
             assert store.max_offset_in_queue("Inline", 0) == 20  # not while the job runs
-            assert store.inline_dispatches == before
+            assert store._dispatch.inline_dispatches == before
             release.set()
             await job
             await wait_dispatched(store, "Inline", 0, 21)

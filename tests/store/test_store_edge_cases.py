@@ -80,11 +80,11 @@ def test_half_messages_take_no_queue_offset_and_dispatch_goes_on(tmp_path: Path)
             result = await store.put_message(msg())
         assert result.append is not None and result.append.queue_offset == 3
         await wait_dispatched(store, "T", 0, 4)
-        assert store.dispatch_error is None
+        assert store._dispatch.error is None
         await store.shutdown()
         reopened = MessageStore(store_config(tmp_path), store_host=HOST)
         await reopened.start()
-        assert reopened.commit_log.queue_offsets[("T", 0)] == 4
+        assert reopened._commit_log.queue_offsets[("T", 0)] == 4
         await reopened.shutdown()
 
     asyncio.run(scenario())
@@ -112,12 +112,12 @@ def test_the_index_is_rebuilt_after_recovery_cuts_the_log(tmp_path: Path) -> Non
         await first.put_message(msg(key="a"))
         await first.put_message(msg(key="b"))
         await wait_dispatched(first, "T", 0, 2)
-        first.commit_log.files.files[0].buffer[90] ^= 0xFF  # bit rot in "a"'s body
-        first.markers.release()  # then the process dies without shutting down
-        first.commit_log_lock.release()
+        first._commit_log.files.files[0].buffer[90] ^= 0xFF  # bit rot in "a"'s body
+        first._parts.markers.release()  # then the process dies without shutting down
+        first._parts.commit_log_lock.release()
         second = MessageStore(store_config(tmp_path), store_host=HOST)
         await second.start()
-        assert second.commit_log.max_offset == 0
+        assert second._commit_log.max_offset == 0
         assert (await second.put_message(msg(key="c", size=400))).status is PutStatus.PUT_OK
         await wait_dispatched(second, "T", 0, 1)
         assert [r.properties()["KEYS"] for r in second.query_message("T", "c")] == ["c"]

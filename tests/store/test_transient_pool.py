@@ -24,7 +24,7 @@ def test_appends_are_invisible_until_committed(tmp_path: Path) -> None:
         )
         store = MessageStore(config, store_host=HOST)
         await store.start()
-        assert store.pool is not None
+        assert store._parts.pool is not None
         result = await store.put_message(message("P", 0, 1))
         assert result.status is PutStatus.PUT_OK and result.append is not None
         await asyncio.sleep(0.2)
@@ -33,8 +33,8 @@ def test_appends_are_invisible_until_committed(tmp_path: Path) -> None:
         assert segment.read_bytes()[: result.append.size] == bytes(result.append.size)
         assert store.max_phy_offset == 0
         assert store.runtime_info()["remainTransientStoreBufferNumbs"] == "1"
-        await asyncio.get_running_loop().run_in_executor(None, store.commit_log.commit)
-        store._dispatch_wakeup.set()
+        await asyncio.get_running_loop().run_in_executor(None, store._commit_log.commit)
+        store._dispatch.wakeup.set()
         await wait_dispatched(store, "P", 0, 1)
         assert segment.read_bytes()[4:8] == b"\xda\xa3\x20\xa7"
         await store.shutdown()
@@ -74,4 +74,4 @@ def test_rolling_segments_reuse_the_pool_and_lose_nothing(tmp_path: Path) -> Non
 
 def test_the_pool_is_ignored_under_sync_flush(tmp_path: Path) -> None:
     store = MessageStore(pooled(tmp_path, flush_disk_type="SYNC_FLUSH"), store_host=HOST)
-    assert store.pool is None
+    assert store._parts.pool is None

@@ -39,9 +39,7 @@ class QueryProcessor:
         )
         parts = [self.store.record_bytes(r.phy_offset, r.total_size) for r in records]
         found = [bytes(p) for p in parts if p is not None]
-        index = self.store.index
-        last_stamp = index.files[-1].end_timestamp if index and index.files else 0
-        last_phy = index.end_phy_offset if index else 0
+        last_stamp, last_phy = self.store.index_last_update()
         ext = QueryMessageResponseHeader(last_stamp, last_phy).to_ext()
         if not found:
             return request.reply(

@@ -326,7 +326,7 @@ class SendLane:
         if batch is None:
             return False
         size = batch.record_size
-        if size > self.store.commit_log.max_message_size:
+        if size > self.store.max_message_size:
             return False
         if batches.record_bytes() + size + END_FILE_MIN_BLANK_LENGTH > self._segment_room():
             return None
@@ -384,17 +384,12 @@ class SendLane:
 
     def _size_limit(self) -> int:
         """The largest record the CommitLog takes (maxMessageSize, and a segment's room)."""
-        commit_log = self.store.commit_log
-        return min(
-            commit_log.max_message_size, commit_log.files.file_size - END_FILE_MIN_BLANK_LENGTH
-        )
+        return self.store.largest_record()
 
     def _segment_room(self) -> int:
         """How many bytes the next append has in the CommitLog's segment: what the current one
         has left, or a whole new one's when there is none or it is full (the append makes it)."""
-        files = self.store.commit_log.files
-        last = files.last_file
-        return files.file_size if last is None or last.is_full else last.remaining
+        return self.store.segment_room()
 
     def _plain_name(self, name: str) -> bytes:
         if len(self._plain_names) > 100_000:
