@@ -66,10 +66,14 @@ class Appender:
         if failure:
             self.stats.put_failed_times += len(messages)
             return AppendedMany(PutStatus.SERVICE_NOT_AVAILABLE, [], [], remark=failure)
-        appended = self._write(messages, self.clock())
-        phys = appended.phy_offsets
-        self.stats.put_failed_times += len(messages) - len(phys)
+        phys, offsets, remark = self._write(messages, self.clock())
+        if remark:
+            appended = AppendedMany(PutStatus.SERVICE_NOT_AVAILABLE, phys, offsets, remark=remark)
+            self.stats.put_failed_times += len(messages) - len(phys)
+        else:
+            appended = AppendedMany(PutStatus.PUT_OK, phys, offsets)
         if phys:
+            appended.end_offset = phys[-1] + messages[len(phys) - 1].record_size
             stored = messages if len(phys) == len(messages) else messages[: len(phys)]
             size = count = 0
             for message in stored:
@@ -82,24 +86,24 @@ class Appender:
 
     def _write(
         self, items: Sequence[MessageToStore | BatchToStore | MessageRun], stamp: int
-    ) -> AppendedMany:
-        """The one way into the CommitLog: append, wake flush or dispatch, tell listeners."""
+    ) -> tuple[list[int], list[int], str]:
+        """The one way into the CommitLog: append, wake flush or dispatch, tell listeners.
+        Returns the physical and queue offsets of the items appended, and why the rest were
+        not ("" when all were)."""
         phys, offsets, error = self._commit_log.put_many(items, stamp)
-        appended = AppendedMany(PutStatus.PUT_OK, phys, offsets)
+        remark = ""
         if error is not None:
-            appended.status = PutStatus.SERVICE_NOT_AVAILABLE
-            appended.remark = self._disk.allocation_failed(error)
+            remark = self._disk.allocation_failed(error)
         elif self._disk.allocation_remark:
             self._disk.allocation_succeeded()  # space is back
         if phys:
-            appended.end_offset = phys[-1] + items[len(phys) - 1].record_size
             if self.sync_flush:
                 self._group_commit.wake()  # WAIT=false puts too: flushed soon, not waited for
             else:
                 self._wake_dispatch()
             for listener in self.append_listeners:
                 listener()
-        return appended
+        return phys, offsets, remark
 
     def _count_topics(
         self, stored: Sequence[MessageToStore | BatchToStore], count: int, size: int
@@ -154,19 +158,22 @@ class Appender:
             illegal = AppendResult(AppendStatus.MESSAGE_ILLEGAL, remark=problem)
             return PutResult(PutStatus.MESSAGE_ILLEGAL, illegal, problem)
         stamp = self.clock()
-        appended = self._write((written,), stamp)
-        if appended.status is not PutStatus.PUT_OK:
-            return PutResult(appended.status, remark=appended.remark)
-        phy = appended.phy_offsets[0]
-        run = isinstance(written, MessageRun)
+        phys, offsets, remark = self._write((written,), stamp)
+        if remark:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, remark=remark)
+        phy = phys[0]
+        if isinstance(written, MessageRun):
+            count, each = written.count, tuple(written.phys)
+        else:
+            count, each = 1, (phy,)
         append = AppendResult(
             AppendStatus.PUT_OK,
             phy,
             written.record_size,
-            appended.queue_offsets[0],
-            written.count if run else 1,
+            offsets[0],
+            count,
             stamp,
-            tuple(written.phys) if isinstance(written, MessageRun) else (phy,),
+            each,
             self._commit_log.store_host,
         )
         return PutResult(PutStatus.PUT_OK, append)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterator, Sequence
 
 import structlog
 
@@ -206,17 +206,20 @@ class MessageStore:
         its producers an acknowledgement awaits `settled(end_offset)` once for them all."""
         return self._appender.append_many(messages)
 
-    async def put_message(self, message: MessageToStore, *, wait: bool | None = None) -> PutResult:
+    # Plain functions handing back the Appender's coroutine: no second frame per put.
+    def put_message(
+        self, message: MessageToStore, *, wait: bool | None = None
+    ) -> Coroutine[None, None, PutResult]:
         """Append one message and wait until it is settled (append_many + settled). `wait`
         (default: the message's WAIT property) is whether to answer only once settled; a
         caller that stores the message without its WAIT property says what the producer
         asked for."""
-        return await self._appender.put(message, wait)
+        return self._appender.put(message, wait)
 
-    async def put_messages(self, messages: Sequence[MessageToStore]) -> PutResult:
+    def put_messages(self, messages: Sequence[MessageToStore]) -> Coroutine[None, None, PutResult]:
         """Append a batch for one (topic, queue) as consecutive records in one segment (see
         put_message); its first message's WAIT property decides the wait."""
-        return await self._appender.put(messages, None)
+        return self._appender.put(messages, None)
 
     # -- acknowledgement -----------------------------------------------------------------------
     @property
