@@ -8,7 +8,7 @@ RocketMQ's CleanCommitLogService and CleanConsumeQueueService, every `cleanResou
 - Above 90 % the store refuses puts (SERVICE_NOT_AVAILABLE, which the broker answers with code
   14) until the disk drops below that again (disk_space.py). A store file that could not be
   allocated since the last round counts as that too: the disk is full for what comes next.
-- Never a segment at or above the store's `keep_from` floor (MessageStore.commit_log_floors:
+- Never a segment at or above the store's `keep_from` floor (MessageStore.add_commit_log_floor:
   the lowest CommitLog offset a pending timer message is read from), whatever its age or the
   disk's state: RocketMQ 5 relies on rolling timer messages forward within
   timerRollWindowSlot, which loses them to a fileReservedTime shorter than that or to a full
@@ -100,6 +100,16 @@ class Cleanup:
     def delete_files_manually(self) -> None:
         """mqadmin deleteExpiredCommitLog: expired segments go now, whatever the hour."""
         self.manual_rounds = MANUAL_DELETE_ROUNDS
+
+    async def run_periodically(self) -> None:
+        """A round every cleanResourceInterval (read each time: updateBrokerConfig sets it)."""
+        while True:
+            await asyncio.sleep(self.config.clean_resource_interval / 1000)
+            try:
+                await self.run_once()
+            except OSError as exc:
+                # A file that would not go is retried next round; say so, keep serving.
+                log.error("store.cleanup_failed", error=str(exc))
 
     async def run_once(self) -> CleanupRound:
         loop = asyncio.get_running_loop()

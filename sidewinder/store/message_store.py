@@ -10,8 +10,9 @@ and index.
 
 Appends happen on the event loop (a memcpy into the map); every fdatasync and every dispatch
 batch runs on an executor thread. Under SYNC_FLUSH nothing is dispatched (visible to consumers)
-beyond the flushed offset. The parts are private: assembly.py makes them, acknowledge.py
-answers producers, dispatch_loop.py feeds the queues, queries.py reads.
+beyond the flushed offset. The parts are private: assembly.py makes and wires them,
+append.py is the one way into the CommitLog, acknowledge.py answers producers, flush_plans.py
+says what each flush covers, dispatch_loop.py feeds the queues and index, queries.py reads.
 """
 
 from __future__ import annotations
@@ -134,8 +135,8 @@ class MessageStore:
         self._flushes.start(pooled=parts.pool is not None)
         self._tasks = [
             loop.create_task(self._dispatch.run(), name="store-dispatch"),
-            loop.create_task(self._sample_stats(), name="store-stats"),
-            loop.create_task(self._clean_periodically(), name="store-cleanup"),
+            loop.create_task(self.stats.sample_every_second(), name="store-stats"),
+            loop.create_task(parts.cleanup.run_periodically(), name="store-cleanup"),
         ]
         self.running = self._dispatch.running = self._appender.running = True
         self._dispatch.wakeup.set()
@@ -155,20 +156,6 @@ class MessageStore:
         await loop.run_in_executor(parts.dispatch_thread, self._reput.dispatch_all, None, limit)
         await loop.run_in_executor(parts.flush_executor, parts.close_files)
         parts.release()
-
-    async def _clean_periodically(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.clean_resource_interval / 1000)
-            try:
-                await self._parts.cleanup.run_once()
-            except OSError as exc:
-                # A file that would not go is retried next round; say so, keep serving.
-                log.error("store.cleanup_failed", error=str(exc))
-
-    async def _sample_stats(self) -> None:
-        while True:
-            self.stats.sample()
-            await asyncio.sleep(1)
 
     @property
     def clock(self) -> Callable[[], int]:

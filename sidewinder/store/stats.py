@@ -8,6 +8,7 @@ snapshots, from which rates over 10 s, 1 min and 10 min are computed.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import os
 import time
@@ -101,6 +102,11 @@ class StoreStats:
         else:
             self.get_miss_times += 1
         self.get_time_max_ms = max(self.get_time_max_ms, int(elapsed_ms))
+
+    async def sample_every_second(self) -> None:
+        while True:
+            self.sample()
+            await asyncio.sleep(1)
 
     def sample(self, now: float | None = None) -> None:
         self._ring.append(

@@ -246,9 +246,9 @@ def test_a_segment_goes_only_once_it_is_dispatched(tmp_path: Path) -> None:
 
 
 def test_no_segment_at_or_above_a_reader_s_floor_goes_even_forcibly(tmp_path: Path) -> None:
-    """A commit_log_floors hook (the timer service's: the lowest CommitLog offset a pending
-    timer message is read from) keeps its segment and the newer ones, expired or not, on a full
-    disk too; once it moves on, they go."""
+    """A CommitLog floor (add_commit_log_floor; the timer service's: the lowest CommitLog offset
+    a pending timer message is read from) keeps its segment and the newer ones, expired or not,
+    on a full disk too; once it moves on, they go."""
     starts = asyncio.run(fill(tmp_path))
     age_segments(tmp_path, starts, hours=80)
     floor: list[int | None] = [starts[1] + 10]
