@@ -13,10 +13,12 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-from sidewinder.protocol.record import Host, MessageToStore
-from sidewinder.store.commit_log import END_FILE_MIN_BLANK_LENGTH
+import pytest
+
+from sidewinder.protocol.record import Host, MessageSysFlag, MessageToStore
+from sidewinder.store.commit_log import END_FILE_MIN_BLANK_LENGTH, CommitLog
 from sidewinder.store.config import StoreConfig
-from sidewinder.store.message_store import MessageStore
+from sidewinder.store.message_store import MessageStore, PutStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "sidewinder"
@@ -245,3 +247,64 @@ async def test_segment_room_follows_the_appends(tmp_path: Path) -> None:
         assert store.segment_room() == 4096 - message.record_size
     finally:
         await store.shutdown()
+
+
+def batch_of(n: int, body: int, *, queue: int = 1, sys_flag: int = 0) -> list[MessageToStore]:
+    return [
+        MessageToStore(
+            topic=b"T",
+            queue_id=queue,
+            body=bytes(body),
+            properties=f"UNIQ_KEY\x01{i:032X}\x02".encode(),
+            born_host=HOST,
+            store_host=HOST,
+            sys_flag=sys_flag,
+        )
+        for i in range(n)
+    ]
+
+
+async def test_put_messages_writes_what_put_batch_wrote(tmp_path: Path) -> None:
+    """put_messages goes through append_many's route (a MessageRun item) and must answer and
+    write as CommitLog.put_batch did: one segment, consecutive queue offsets, same bytes; half
+    messages take queue offset 0; an illegal batch is MESSAGE_ILLEGAL with put_batch's remark."""
+    segment = 16 << 10
+    config = StoreConfig(
+        store_path_root_dir=tmp_path / "store",
+        store_path_commit_log=tmp_path / "store" / "commitlog",
+        mapped_file_size_commit_log=segment,
+        max_message_size=8 << 10,
+    )
+    store = MessageStore(config, store_host=HOST, clock=lambda: 1_700_000_000_000)
+    reference = CommitLog(
+        tmp_path / "reference", segment_size=segment, max_message_size=8 << 10, store_host=HOST
+    )
+    half = int(MessageSysFlag.TRANSACTION_PREPARED)
+    # The third batch does not fit the first segment's tail: it goes whole to the next one.
+    rounds = [
+        batch_of(2, 3000),
+        batch_of(5, 500),
+        batch_of(3, 2200),
+        batch_of(2, 100, sys_flag=half),
+    ]
+    await store.start()
+    try:
+        for batch in rounds:
+            got = await store.put_messages(batch)
+            want = reference.put_batch(batch, 1_700_000_000_000)
+            assert got.status is PutStatus.PUT_OK and got.append == want
+        assert got.append is not None and got.append.phy_offset >= segment  # the second one
+        assert got.append is not None and got.append.queue_offset == 0  # half messages
+        too_big = batch_of(5, 1900)
+        refused = await store.put_messages(too_big)
+        assert refused.status is PutStatus.MESSAGE_ILLEGAL
+        assert refused.remark == reference.put_batch(too_big).remark
+        with pytest.raises(ValueError, match="one topic and queue"):
+            await store.put_messages([*batch_of(1, 1), *batch_of(1, 1, queue=2)])
+        assert store.segment_room() == reference.files.last_file.remaining  # type: ignore[union-attr]
+    finally:
+        await store.shutdown()
+    ours = (tmp_path / "store" / "commitlog").iterdir()
+    for path in sorted(ours):
+        assert path.read_bytes() == (tmp_path / "reference" / path.name).read_bytes()
+    reference.close()
