@@ -3,11 +3,12 @@
 A test or tool that writes into the checkout (consumerStatus's <epoch ms>/ dumps, a store left by
 a broker run from the root) fails here, whether or not anyone commits the leftovers. What a
 build or a run makes on purpose (.venv, store, caches) is ignored by .gitignore, and ignored
-entries are allowed.
+entries are allowed. Documents carry no issue numbers: the history lives in CHANGELOG.md.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -39,6 +40,9 @@ ALLOWED_AT_ROOT = {
     "sidewinder",
     "tests",
 }
+
+# "issue 12", "issues 3 and 4", "#12", "(#12)": how an issue number reads in prose.
+ISSUE_NUMBER = re.compile(r"\bissues?\s+#?\d+|(?<![\w&])#\d+\b", re.IGNORECASE)
 
 
 def _git(*args: str) -> str:
@@ -82,3 +86,16 @@ def test_license_and_notice_are_present(checkout: Path) -> None:
     assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
     assert "END OF TERMS AND CONDITIONS" in license_text
     assert "Sidewinder" in (ROOT / "NOTICE").read_text()
+
+
+def test_documents_carry_no_issue_numbers(checkout: Path) -> None:
+    documents = [ROOT / p for p in _git("ls-files", "-z", "--", "*.md").split("\0") if p]
+    assert ROOT / "README.md" in documents
+    found = {
+        f"{path.relative_to(ROOT)}:{n}": line.strip()
+        for path in documents
+        if path.exists()
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if ISSUE_NUMBER.search(line)
+    }
+    assert not found, found
