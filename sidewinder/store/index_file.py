@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sidewinder.common.native import NATIVE
+from sidewinder.common.native import implementation
 from sidewinder.protocol.message import java_string_hash
 from sidewinder.store.mapped_file import DiskFullError, MappedFile
 
@@ -351,5 +351,6 @@ class IndexFile:
         self.file.close()
 
 
-ascii_hash = NATIVE.ascii_hash if NATIVE is not None else ascii_hash_py
-put_keys = NATIVE.put_keys if NATIVE is not None else put_keys_py
+# The extension's when it is in use (common/native.py): the same answers, the same bytes.
+ascii_hash = implementation("ascii_hash", ascii_hash_py)
+put_keys = implementation("put_keys", put_keys_py)
