@@ -21,8 +21,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-import structlog
-
+from sidewinder.common.log import library_logger
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.errors import SidewinderError
@@ -32,7 +31,7 @@ from sidewinder.remoting.codec import FrameError, RawFrame, decode_raw
 if TYPE_CHECKING:
     from sidewinder.remoting.connection import Connection
 
-log = structlog.get_logger(__name__)
+log = library_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)

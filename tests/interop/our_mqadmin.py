@@ -48,7 +48,7 @@ def ours_run(
         [
             sys.executable,
             "-m",
-            "sidewinder.client.cli",
+            "sidewinder.tools.mqadmin",
             args[0],
             "-n",
             target.namesrv_addr,

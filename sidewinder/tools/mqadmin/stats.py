@@ -13,11 +13,11 @@ import time
 from typing import Any
 
 from sidewinder.client.admin import Admin
-from sidewinder.client.cli import command
 from sidewinder.client.route_cache import MASTER_ID, ClientError, MessageQueue
 from sidewinder.protocol import body
 from sidewinder.protocol.codes import RequestCode
 from sidewinder.protocol.headers import ConsumeStatsRequestHeader
+from sidewinder.tools.mqadmin.command import command
 
 RETRY_OR_DLQ = ("%RETRY%", "%DLQ%")
 
@@ -121,14 +121,12 @@ async def _print_topic(admin: Admin, topic: str, active_only: bool) -> None:
 
 
 @command(
-    "statsAll",
     "topic and consumer TPS statistics",
     ("-a", {"dest": "active", "action": "store_true", "help": "print active topics only"}),
     ("-t", {"dest": "topic", "default": None, "help": "print this topic only"}),
 )
 async def stats_all(args: argparse.Namespace) -> int:
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         print(
             STATS_ALL_ROW.format(
                 "#Topic",
@@ -147,8 +145,6 @@ async def stats_all(args: argparse.Namespace) -> int:
                 await _print_topic(admin, topic, args.active)
             except (ClientError, TimeoutError, OSError):
                 continue  # as RocketMQ: a topic that cannot be read is left out
-    finally:
-        await admin.close()
     return 0
 
 
@@ -156,7 +152,6 @@ CONSUME_ROW = "{:<64}  {:<64}  {:<32}  {:<4}  {:<20}  {:<20}  {:<20}  {}"
 
 
 @command(
-    "brokerConsumeStats",
     "every consumer group's offsets on one broker",
     ("-b", {"dest": "broker", "required": True}),
     ("-t", {"dest": "timeout_ms", "type": int, "default": 50000}),
@@ -164,15 +159,12 @@ CONSUME_ROW = "{:<64}  {:<64}  {:<32}  {:<4}  {:<20}  {:<20}  {:<20}  {}"
     ("-o", {"dest": "order", "default": "false", "help": "order topics only"}),
 )
 async def broker_consume_stats(args: argparse.Namespace) -> int:
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         reply = await admin.ask_broker(
             args.broker.strip(),
             RequestCode.GET_BROKER_CONSUME_STATS,
             {"isOrder": "true" if args.order.strip().lower() == "true" else "false"},
         )
-    finally:
-        await admin.close()
     data = body.loads_keyed(reply.body_bytes)
     print(
         CONSUME_ROW.format(

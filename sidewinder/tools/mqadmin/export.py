@@ -21,12 +21,12 @@ from typing import Any
 
 from sidewinder.client.admin import Admin
 from sidewinder.client.admin_groups import consumer_connection
-from sidewinder.client.cli import command
-from sidewinder.client.cli_java import version_desc
-from sidewinder.client.cli_stats import _day_sum, _stats_data
 from sidewinder.client.route_cache import MASTER_ID, ClientError
 from sidewinder.protocol import body
 from sidewinder.protocol.codes import CURRENT_VERSION, RequestCode
+from sidewinder.tools.mqadmin.command import command
+from sidewinder.tools.mqadmin.java import version_desc
+from sidewinder.tools.mqadmin.stats import _day_sum, _stats_data
 
 DEFAULT_DIR = "/tmp/rocketmq/export"
 # What exportConfigs keeps of each master's settings.
@@ -115,15 +115,13 @@ async def user_groups(admin: Admin, addr: str) -> dict[str, dict[str, Any]]:
 
 
 @command(
-    "exportConfigs",
     "the main settings of each master of a cluster, and its size, as configs.json",
     ("-c", {"dest": "cluster", "required": True}),
     ("-f", {"dest": "path", "default": DEFAULT_DIR}),
 )
 async def export_configs(args: argparse.Namespace) -> int:
-    admin = Admin(args.namesrv)
     configs, masters, slaves = {}, 0, 0
-    try:
+    async with Admin(args.namesrv) as admin:
         for addrs in (await _cluster_brokers(admin, args.cluster.strip())).values():
             if MASTER_ID not in addrs:
                 continue
@@ -138,8 +136,6 @@ async def export_configs(args: argparse.Namespace) -> int:
             "masterBrokerSize": masters,
             "slaveBrokerSize": slaves,
         }
-    finally:
-        await admin.close()
     path = Path(args.path.strip()) / "configs.json"
     _write(path, {"brokerConfigs": configs, "clusterScale": scale})
     print(f"export {path} success", end="")
@@ -147,7 +143,6 @@ async def export_configs(args: argparse.Namespace) -> int:
 
 
 @command(
-    "exportMetadata",
     "the user topics and groups of a cluster (-c) or broker (-b) as JSON",
     ("-c", {"dest": "cluster", "default": None}),
     ("-b", {"dest": "broker", "default": None}),
@@ -161,8 +156,7 @@ async def export_metadata(args: argparse.Namespace) -> int:
         print("usage: mqadmin exportMetadata -c <cluster> | -b <broker address> [-t|-g] [-s]")
         return 0
     directory = Path(args.path.strip())
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         if args.broker:
             return await _export_broker(admin, args, directory)
         topics: dict[str, dict[str, Any]] = {}
@@ -179,8 +173,6 @@ async def export_metadata(args: argparse.Namespace) -> int:
                 if name in groups:
                     config["retryQueueNums"] += groups[name]["retryQueueNums"]
                 groups[name] = config
-    finally:
-        await admin.close()
     result: dict[str, Any] = {}
     if args.topics_only:
         result["topicConfigTable"], path = topics, directory / "topic.json"
@@ -216,7 +208,6 @@ async def _export_broker(admin: Admin, args: argparse.Namespace, directory: Path
 
 
 @command(
-    "exportMetrics",
     "each master's environment, rates and client versions, as metrics.json",
     ("-c", {"dest": "cluster", "required": True}),
     ("-f", {"dest": "path", "default": DEFAULT_DIR}),
@@ -229,13 +220,10 @@ async def export_metrics(args: argparse.Namespace) -> int:
         ("normalOneDayInNum", "normalOneDayOutNum", "transOneDayInNum", "scheduleOneDayInNum"), 0
     )
     report = {}
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         for name, addrs in (await _cluster_brokers(admin, args.cluster.strip())).items():
             if MASTER_ID in addrs:
                 report[name] = await _broker_report(admin, addrs[MASTER_ID], totals_tps, totals_day)
-    finally:
-        await admin.close()
     path = Path(args.path.strip()) / "metrics.json"
     totals = {"totalTps": totals_tps, "totalOneDayNum": totals_day}
     _write(path, {"evaluateReport": report, "totalData": totals})

@@ -1,6 +1,6 @@
 """Our mqadmin's consumer-group sub-commands, printed as RocketMQ's mqadmin prints them:
 consumerConnection, consumerStatus, resetOffsetByTime, skipAccumulatedMessage, cloneGroupOffset,
-allocateMQ.
+allocateMQ; and consumerProgress (offsets and lag) in our own table.
 
     mqadmin consumerConnection -n 127.0.0.1:9876 -g billing
     mqadmin consumerStatus -n 127.0.0.1:9876 -g billing [-i 10.0.0.5@1234]
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -30,8 +31,11 @@ from sidewinder.client.admin_groups import (
     reset_offset_old,
     running_info,
 )
-from sidewinder.client.cli import command
-from sidewinder.client.cli_java import (
+from sidewinder.client.route_cache import ClientError, MessageQueue
+from sidewinder.protocol.body import ObjectKey
+from sidewinder.protocol.codes import ResponseCode
+from sidewinder.tools.mqadmin.command import command
+from sidewinder.tools.mqadmin.java import (
     compact_ms,
     java_bool,
     java_hash_order,
@@ -42,9 +46,7 @@ from sidewinder.client.cli_java import (
     subscribe_queues,
     version_desc,
 )
-from sidewinder.client.route_cache import ClientError, MessageQueue
-from sidewinder.protocol.body import ObjectKey
-from sidewinder.protocol.codes import ResponseCode
+from sidewinder.tools.mqadmin.output import table, when
 
 PQ_FIELDS = (
     "commitOffset",
@@ -70,17 +72,13 @@ def _java(value: Any) -> str:
 
 
 @command(
-    "consumerConnection",
     "a group's clients (address, language, version) and subscriptions",
     ("-g", {"dest": "group", "required": True}),
     ("-b", {"dest": "broker", "default": None}),
 )
 async def consumer_connection_cmd(args: argparse.Namespace) -> int:
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         connection = await consumer_connection(admin, args.group.strip(), args.broker)
-    finally:
-        await admin.close()
     print(f"{'#ClientId':<36} {'#ClientAddr':<22} {'#Language':<10} #Version")
     for conn in connection.get("connectionSet") or []:
         print(
@@ -209,7 +207,6 @@ def _same_subscription(infos: dict[str, dict[str, Any]]) -> bool:
 
 
 @command(
-    "consumerStatus",
     "what each client of a group reports of itself (-i: one client, in full)",
     ("-g", {"dest": "group", "required": True}),
     ("-i", {"dest": "client_id", "default": None}),
@@ -218,8 +215,7 @@ def _same_subscription(infos: dict[str, dict[str, Any]]) -> bool:
 )
 async def consumer_status(args: argparse.Namespace) -> int:
     group = args.group.strip()
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         connection = await consumer_connection(admin, group, args.broker)
         if args.client_id:
             info = await running_info(admin, group, args.client_id.strip(), jstack=args.jstack)
@@ -240,8 +236,6 @@ async def consumer_status(args: argparse.Namespace) -> int:
             path.write_text(running_info_text(info))
             version = version_desc(int(conn["version"]))
             print(f"{len(infos):<10} {client_id:<40} {version:<20} {path}")
-    finally:
-        await admin.close()
     if infos:
         if _same_subscription(infos):
             print("\n\nSame subscription in the same group of consumer", end="")
@@ -290,7 +284,6 @@ async def _reset(
 
 
 @command(
-    "resetOffsetByTime",
     "move a group's offsets of a topic to a time (now, milliseconds, yyyy-MM-dd#HH:mm:ss:SSS)",
     ("-g", {"dest": "group", "required": True}),
     ("-t", {"dest": "topic", "required": True}),
@@ -301,11 +294,8 @@ async def _reset(
 async def reset_offset_by_time(args: argparse.Namespace) -> int:
     group, topic, stamp = args.group.strip(), args.topic.strip(), args.timestamp.strip()
     timestamp_ms, force = _timestamp(stamp), java_bool(args.force)
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         result = await _reset(admin, group, topic, timestamp_ms, force, args.cplus)
-    finally:
-        await admin.close()
     old = bool(result) and isinstance(result[0], RollbackStats)
     what = "consumerGroup" if old else "group"
     print(
@@ -320,20 +310,16 @@ async def reset_offset_by_time(args: argparse.Namespace) -> int:
 
 
 @command(
-    "skipAccumulatedMessage",
     "move a group's offsets of a topic to the end of each queue",
     ("-g", {"dest": "group", "required": True}),
     ("-t", {"dest": "topic", "required": True}),
     ("-f", {"dest": "force", "default": "true"}),
 )
 async def skip_accumulated_message(args: argparse.Namespace) -> int:
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         result = await _reset(
             admin, args.group.strip(), args.topic.strip(), -1, java_bool(args.force)
         )
-    finally:
-        await admin.close()
     if result and isinstance(result[0], RollbackStats):
         _rollback_table(result)  # type: ignore[arg-type]
     else:
@@ -342,7 +328,6 @@ async def skip_accumulated_message(args: argparse.Namespace) -> int:
 
 
 @command(
-    "cloneGroupOffset",
     "give a group the offsets another group committed",
     ("-s", {"dest": "source", "required": True}),
     ("-d", {"dest": "dest", "required": True}),
@@ -351,11 +336,8 @@ async def skip_accumulated_message(args: argparse.Namespace) -> int:
 )
 async def clone_group_offset(args: argparse.Namespace) -> int:
     source, dest, topic = args.source.strip(), args.dest.strip(), args.topic.strip()
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         await clone_offsets(admin, source, dest, topic)
-    finally:
-        await admin.close()
     print(
         f"clone group offset success. srcGroup[{source}], destGroup=[{dest}], topic[{topic}]",
         end="",
@@ -364,18 +346,14 @@ async def clone_group_offset(args: argparse.Namespace) -> int:
 
 
 @command(
-    "allocateMQ",
     "how the queues of a topic split among client ids (AllocateMessageQueueAveragely)",
     ("-t", {"dest": "topic", "required": True}),
     ("-i", {"dest": "ip_list", "required": True}),
 )
 async def allocate_mq(args: argparse.Namespace) -> int:
     topic = args.topic.strip()
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         queues = subscribe_queues(await admin.route(topic), topic)
-    finally:
-        await admin.close()
     clients = args.ip_list.strip().split(",")
     result = {client: _allocate(queues, clients, client) for client in clients}
     entries = ",".join(
@@ -398,3 +376,48 @@ def _allocate(queues: list[MessageQueue], clients: list[str], me: str) -> list[d
     start = index * size if mod > 0 and index < mod else index * size + mod
     picked = [queues[(start + i) % len(queues)] for i in range(min(size, len(queues) - start))]
     return [{"brokerName": q.broker_name, "queueId": q.queue_id, "topic": q.topic} for q in picked]
+
+
+@command(
+    "offsets and lag of a consumer group",
+    ("-g", {"dest": "group", "required": True}),
+    ("-t", {"dest": "topic", "default": None}),
+)
+async def consumer_progress(args: argparse.Namespace) -> int:
+    async with Admin(args.namesrv) as admin:
+        stats = await admin.consume_stats(args.group, args.topic)
+        rows = stats.queues
+    if not rows:  # RocketMQ's tool fails so too (examineConsumeStats)
+        print(
+            f"mqadmin consumerProgress: no consume stats of {args.group}: no offsets",
+            file=sys.stderr,
+        )
+        return 1
+    print(
+        table(
+            [
+                "#Topic",
+                "#Broker Name",
+                "#QID",
+                "#Broker Offset",
+                "#Consumer Offset",
+                "#Diff",
+                "#LastTime",
+            ],
+            [
+                [
+                    r.queue.topic,
+                    r.queue.broker_name,
+                    r.queue.queue_id,
+                    r.broker_offset,
+                    r.consumer_offset,
+                    r.lag,
+                    when(r.last_timestamp),
+                ]
+                for r in rows
+            ],
+        )
+    )
+    print(f"\nConsume TPS: {stats.consume_tps:.2f}")
+    print(f"Diff Total: {sum(r.lag for r in rows)}")
+    return 0

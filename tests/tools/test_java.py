@@ -1,10 +1,10 @@
-"""Java's HashMap iteration order as our mqadmin reproduces it (cli_java), against orders
-java.util.HashMap printed (JDK 17)."""
+"""Java's HashMap iteration order as our mqadmin reproduces it (tools/mqadmin/java.py), against
+orders java.util.HashMap printed (JDK 17)."""
 
 from __future__ import annotations
 
-from sidewinder.client.cli_java import java_hash_order, java_hashmap_order
 from sidewinder.protocol.message import java_string_hash
+from sidewinder.tools.mqadmin.java import java_hash_order, java_hashmap_order
 
 # new HashMap<>(n, 1) filled from a default HashMap of "k0x".."k{n-1}x": its keySet().
 SIZED_ORDERS = {

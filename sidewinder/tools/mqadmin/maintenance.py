@@ -12,9 +12,9 @@ import argparse
 import sys
 
 from sidewinder.client.admin import Admin
-from sidewinder.client.cli import command
 from sidewinder.protocol import body
 from sidewinder.protocol.codes import RequestCode
+from sidewinder.tools.mqadmin.command import command
 
 BROKER_OR_CLUSTER = (
     ("-b", {"dest": "broker", "default": None}),
@@ -32,49 +32,38 @@ async def _brokers(admin: Admin, args: argparse.Namespace) -> list[str]:
 
 
 @command(
-    "updateBrokerConfig",
     "set a broker setting, live where it can be, and in the broker's conf file",
     *BROKER_OR_CLUSTER,
     ("-k", {"dest": "key", "required": True}),
     ("-v", {"dest": "value", "required": True}),
 )
 async def update_broker_config(args: argparse.Namespace) -> int:
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         brokers = await _brokers(admin, args)
         payload = f"{args.key.strip()}={args.value.strip()}\n".encode()
         for addr in brokers:
             await admin.ask_broker(addr, RequestCode.UPDATE_BROKER_CONFIG, payload=payload)
             print(f"update broker config success, {addr}")
-    finally:
-        await admin.close()
     return 0 if brokers else 1
 
 
 @command(
-    "updateNamesrvConfig",
     "set a name server setting",
     ("-k", {"dest": "key", "required": True}),
     ("-v", {"dest": "value", "required": True}),
 )
 async def update_namesrv_config(args: argparse.Namespace) -> int:
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         payload = f"{args.key.strip()}={args.value.strip()}\n".encode()
         await admin.ask_name_server(RequestCode.UPDATE_NAMESRV_CONFIG, payload)
-    finally:
-        await admin.close()
     print(f"update name server config success!\n{args.key} : {args.value}")
     return 0
 
 
-@command("getNamesrvConfig", "a name server's settings")
+@command("a name server's settings")
 async def get_namesrv_config(args: argparse.Namespace) -> int:
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         reply = await admin.ask_name_server(RequestCode.GET_NAMESRV_CONFIG)
-    finally:
-        await admin.close()
     print(f"============{args.namesrv}============")
     for line in reply.body_bytes.decode().splitlines():
         key, sep, value = line.partition("=")
@@ -84,34 +73,30 @@ async def get_namesrv_config(args: argparse.Namespace) -> int:
 
 
 async def _maintain(args: argparse.Namespace, code: int) -> int:
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         brokers = await _brokers(admin, args)
         for addr in brokers:
             await admin.ask_broker(addr, code)
-    finally:
-        await admin.close()
     print("success" if brokers else "false")
     return 0 if brokers else 1
 
 
-@command("cleanExpiredCQ", "drop queues whose messages are all gone", *BROKER_OR_CLUSTER)
+@command("drop queues whose messages are all gone", *BROKER_OR_CLUSTER)
 async def clean_expired_cq(args: argparse.Namespace) -> int:
     return await _maintain(args, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE)
 
 
-@command("cleanUnusedTopic", "drop queues of topics no longer configured", *BROKER_OR_CLUSTER)
+@command("drop queues of topics no longer configured", *BROKER_OR_CLUSTER)
 async def clean_unused_topic(args: argparse.Namespace) -> int:
     return await _maintain(args, RequestCode.CLEAN_UNUSED_TOPIC)
 
 
-@command("deleteExpiredCommitLog", "delete expired CommitLog files now", *BROKER_OR_CLUSTER)
+@command("delete expired CommitLog files now", *BROKER_OR_CLUSTER)
 async def delete_expired_commit_log(args: argparse.Namespace) -> int:
     return await _maintain(args, RequestCode.DELETE_EXPIRED_COMMITLOG)
 
 
 @command(
-    "queryCq",
     "entries of a ConsumeQueue",
     ("-t", {"dest": "topic", "required": True}),
     ("-q", {"dest": "queue", "type": int, "required": True}),
@@ -121,8 +106,7 @@ async def delete_expired_commit_log(args: argparse.Namespace) -> int:
     ("-g", {"dest": "group", "default": None}),
 )
 async def query_cq(args: argparse.Namespace) -> int:
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         broker = args.broker
         if not broker:
             route = await admin.route(args.topic)
@@ -137,8 +121,6 @@ async def query_cq(args: argparse.Namespace) -> int:
         if args.group:
             ext["consumerGroup"] = args.group
         reply = await admin.ask_broker(broker, RequestCode.QUERY_CONSUME_QUEUE, ext)
-    finally:
-        await admin.close()
     if not reply.body:
         print(reply.remark or "nothing at that index")
         return 1
@@ -157,15 +139,10 @@ async def query_cq(args: argparse.Namespace) -> int:
     return 0
 
 
-@command(
-    "producer", "producer instances a broker knows", ("-b", {"dest": "broker", "required": True})
-)
+@command("producer instances a broker knows", ("-b", {"dest": "broker", "required": True}))
 async def producer(args: argparse.Namespace) -> int:
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         reply = await admin.ask_broker(args.broker, RequestCode.GET_ALL_PRODUCER_INFO)
-    finally:
-        await admin.close()
     for group, instances in sorted((body.loads(reply.body_bytes).get("data") or {}).items()):
         for p in instances:
             print(
@@ -177,20 +154,16 @@ async def producer(args: argparse.Namespace) -> int:
 
 
 @command(
-    "deleteSubGroup",
     "delete a subscription group (-r true: and its offsets)",
     ("-g", {"dest": "group", "required": True}),
     *BROKER_OR_CLUSTER,
     ("-r", {"dest": "remove_offset", "default": "false"}),
 )
 async def delete_sub_group(args: argparse.Namespace) -> int:
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         brokers = await _brokers(admin, args)
         ext = {"groupName": args.group, "removeOffset": args.remove_offset.strip().lower()}
         for addr in brokers:
             await admin.ask_broker(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, ext)
             print(f"delete subscription group [{args.group}] from broker [{addr}] success.")
-    finally:
-        await admin.close()
     return 0 if brokers else 1

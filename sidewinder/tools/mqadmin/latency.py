@@ -22,11 +22,11 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from sidewinder.client.admin import Admin
 from sidewinder.client.admin_groups import RETRY_PREFIX, consumer_connection
-from sidewinder.client.cli import command
-from sidewinder.client.cli_java import queue_text
 from sidewinder.client.producer import Message, Producer, SendResult
 from sidewinder.client.route_cache import ClientError, MessageQueue
 from sidewinder.remoting.connection import RemotingError
+from sidewinder.tools.mqadmin.command import command
+from sidewinder.tools.mqadmin.java import queue_text
 
 SEND_ERRORS = (ClientError, RemotingError, TimeoutError, OSError)
 ROUNDS = ("--rounds", {"dest": "rounds", "type": int, "default": None})
@@ -46,7 +46,6 @@ def _send_result(result: SendResult) -> str:
 
 
 @command(
-    "sendMsgStatus",
     "send messages to a broker's own topic and print each result and its time",
     ("-b", {"dest": "broker_name", "required": True}),
     ("-s", {"dest": "size", "type": int, "default": 128}),
@@ -71,7 +70,6 @@ async def send_msg_status(args: argparse.Namespace) -> int:
 
 
 @command(
-    "checkMsgSendRT",
     "send messages to a topic's queues in turn and print each send's time",
     ("-t", {"dest": "topic", "required": True}),
     ("-a", {"dest": "amount", "type": int, "default": 100}),
@@ -116,7 +114,6 @@ async def check_msg_send_rt(args: argparse.Namespace) -> int:
 
 
 @command(
-    "clusterRT",
     "send rounds of messages to every broker of a cluster, a line per broker, until stopped",
     ("-a", {"dest": "amount", "type": int, "default": 100}),
     ("-s", {"dest": "size", "type": int, "default": 128}),
@@ -128,31 +125,30 @@ async def check_msg_send_rt(args: argparse.Namespace) -> int:
 )
 async def cluster_rt(args: argparse.Namespace) -> int:
     tlog = args.tlog.strip().lower() == "true"
-    admin = Admin(args.namesrv)
-    producer = Producer(str(_ms()), args.namesrv)
-    try:
-        clusters = (await admin.cluster_info()).get("clusterAddrTable", {})
-        names = [args.cluster.strip()] if args.cluster else list(clusters)
-        if not tlog:
-            print(
-                f"{'#Cluster Name':<24}  {'#Broker Name':<24}  {'#RT':<4}  "
-                f"{'#successCount':<8}  {'#failCount':<8}"
-            )
-        done = 0
-        while args.rounds is None or done < args.rounds:
-            for cluster in names:
-                if cluster not in clusters:
-                    print(f"cluster [{cluster}] not exist", end="")
-                    break
-                for broker in clusters[cluster]:
-                    await _broker_rt(producer, args, cluster, broker, tlog)
-            sys.stdout.flush()
-            done += 1
-            if args.rounds is None or done < args.rounds:
-                await asyncio.sleep(args.interval_s)
-    finally:
-        await producer.close()
-        await admin.close()
+    async with Admin(args.namesrv) as admin:
+        producer = Producer(str(_ms()), args.namesrv)
+        try:
+            clusters = (await admin.cluster_info()).get("clusterAddrTable", {})
+            names = [args.cluster.strip()] if args.cluster else list(clusters)
+            if not tlog:
+                print(
+                    f"{'#Cluster Name':<24}  {'#Broker Name':<24}  {'#RT':<4}  "
+                    f"{'#successCount':<8}  {'#failCount':<8}"
+                )
+            done = 0
+            while args.rounds is None or done < args.rounds:
+                for cluster in names:
+                    if cluster not in clusters:
+                        print(f"cluster [{cluster}] not exist", end="")
+                        break
+                    for broker in clusters[cluster]:
+                        await _broker_rt(producer, args, cluster, broker, tlog)
+                sys.stdout.flush()
+                done += 1
+                if args.rounds is None or done < args.rounds:
+                    await asyncio.sleep(args.interval_s)
+        finally:
+            await producer.close()
     return 0
 
 
@@ -182,7 +178,6 @@ async def _broker_rt(
 
 
 @command(
-    "startMonitoring",
     "watch every consumer group's backlog, a round a minute, until stopped",
     ROUNDS,
     ("--delay-s", {"dest": "delay_s", "type": float, "default": 20.0}),
@@ -191,8 +186,7 @@ async def _broker_rt(
 async def start_monitoring(args: argparse.Namespace) -> int:
     """MonitorService: a first round after 20 s, then one every minute; each reports the
     undone messages of every group (by its retry topic) with a client online."""
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         await asyncio.sleep(args.delay_s)
         done = 0
         while args.rounds is None or done < args.rounds:
@@ -206,8 +200,6 @@ async def start_monitoring(args: argparse.Namespace) -> int:
             done += 1
             if args.rounds is None or done < args.rounds:
                 await asyncio.sleep(args.interval_s)
-    finally:
-        await admin.close()
     return 0
 
 

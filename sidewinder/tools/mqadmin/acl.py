@@ -30,9 +30,9 @@ from sidewinder.client.admin_acl import (
     update_access_config,
     update_global_white_addrs,
 )
-from sidewinder.client.cli import command
-from sidewinder.client.cli_java import date_time, java_hash_order, java_hashmap_order
 from sidewinder.protocol.message import java_string_hash
+from sidewinder.tools.mqadmin.command import command
+from sidewinder.tools.mqadmin.java import date_time, java_hash_order, java_hashmap_order
 
 NO_CLUSTER = (
     "[error] Make sure the specified clusterName exists or the name server connected to is correct."
@@ -75,7 +75,6 @@ def _trimmed(text: str | None) -> str | None:
 
 
 @command(
-    "updateAclConfig",
     "create or update an account in the brokers' ACL files",
     *BROKER_OR_CLUSTER,
     (
@@ -116,20 +115,16 @@ async def update_acl_config(args: argparse.Namespace) -> int:
         topic_perms=_listed(args.topic_perms),
         group_perms=_listed(args.group_perms),
     )
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         for addr in await _targets(admin, args, masters_only=False):
             await update_access_config(admin, addr, config)
             print(f"create or update plain access config to {addr} success.")
-    finally:
-        await admin.close()
     # Java's Object.toString: the class and an identity hash (PlainAccessConfig has no other).
     print(f"{ACCESS_CONFIG_CLASS}@{id(config) >> 4 & 0x7FFFFFFF:x}", end="")
     return 0
 
 
 @command(
-    "deleteAclConfig",
     "delete an account from the brokers' ACL files",
     *BROKER_OR_CLUSTER,
     (
@@ -146,13 +141,10 @@ async def delete_acl_config(args: argparse.Namespace) -> int:
     if not _one_of_b_or_c(args):
         return 1
     key = args.access_key_of.strip()
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         for addr in await _targets(admin, args, masters_only=False):
             await delete_access_config(admin, addr, key)
             print(f"delete plain access config account from {addr} success.")
-    finally:
-        await admin.close()
     print(f"account's accesskey is:{key}", end="")
     return 0
 
@@ -176,15 +168,13 @@ def _version_rows(info: AclVersionInfo) -> None:
 
 
 @command(
-    "clusterAclConfigVersion",
     "the version of each ACL file of a broker, or of every master of a cluster",
     *BROKER_OR_CLUSTER,
 )
 async def cluster_acl_config_version(args: argparse.Namespace) -> int:
     if not _one_of_b_or_c(args):
         return 1
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         masters = await _targets(admin, args, masters_only=True)
         if args.cluster:
             print(
@@ -199,14 +189,11 @@ async def cluster_acl_config_version(args: argparse.Namespace) -> int:
             )
         for addr in masters:
             _version_rows(await acl_version_info(admin, addr))
-    finally:
-        await admin.close()
     print(f"get {'cluster' if args.cluster else 'broker'}'s plain access config version success.")
     return 0
 
 
 @command(
-    "updateGlobalWhiteAddr",
     "replace the global white list of the brokers' ACL file",
     *BROKER_OR_CLUSTER,
     ("-g", {"dest": "addrs", "required": True, "help": "10.10.103.*,192.168.0.*"}),
@@ -215,13 +202,10 @@ async def cluster_acl_config_version(args: argparse.Namespace) -> int:
 async def update_global_white_addr(args: argparse.Namespace) -> int:
     if not _one_of_b_or_c(args):
         return 1
-    admin = Admin(args.namesrv)
-    try:
+    async with Admin(args.namesrv) as admin:
         for addr in await _targets(admin, args, masters_only=False):
             await update_global_white_addrs(
                 admin, addr, args.addrs.strip(), _trimmed(args.acl_file)
             )
             print(f"update global white remote addresses to {addr} success.")
-    finally:
-        await admin.close()
     return 0
