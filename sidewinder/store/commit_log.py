@@ -244,7 +244,7 @@ class CommitLog:
                 queue_offset = queue_offsets.get(key, 0)
                 counted = message.stored_sys_flag & TRANSACTION_TYPE_MASK not in _UNCOUNTED
                 try:
-                    if message.batch:
+                    if isinstance(message, BatchToStore):
                         message.phys = encode_batch(
                             message,
                             buffer,
