@@ -252,13 +252,33 @@ def _timestamp(text: str) -> int:
     return -1 if text.strip() == "now" else parse_timestamp(text)
 
 
+def _reset_table(result: list[tuple[MessageQueue, int]] | list[RollbackStats]) -> None:
+    """The old tool's rollback table, or the new one's offsets, whichever the reset gave."""
+    rollback = [row for row in result if isinstance(row, RollbackStats)]
+    if rollback:
+        _rollback_table(rollback)
+    else:
+        _offset_table([row for row in result if not isinstance(row, RollbackStats)])
+
+
 def _rollback_table(rows: list[RollbackStats]) -> None:
-    heads = ("#brokerName", "#queueId", "#brokerOffset", "#consumerOffset")
-    heads += ("#timestampOffset", "#rollbackOffset")
+    heads = (
+        "#brokerName",
+        "#queueId",
+        "#brokerOffset",
+        "#consumerOffset",
+        "#timestampOffset",
+        "#rollbackOffset",
+    )
     print("  ".join(f"{h:<20}" for h in heads))
     for row in rows:
-        figures = (row.queue.queue_id, row.broker_offset, row.consumer_offset)
-        figures += (row.timestamp_offset, row.rollback_offset)
+        figures = (
+            row.queue.queue_id,
+            row.broker_offset,
+            row.consumer_offset,
+            row.timestamp_offset,
+            row.rollback_offset,
+        )
         print("  ".join(f"{v:<20}" for v in (row.queue.broker_name[:32], *figures)))
 
 
@@ -302,10 +322,7 @@ async def reset_offset_by_time(args: argparse.Namespace) -> int:
         f"rollback consumer offset by specified {what}[{group}], topic[{topic}], "
         f"force[{_java(force)}], timestamp(string)[{stamp}], timestamp(long)[{timestamp_ms}]"
     )
-    if old:
-        _rollback_table(result)  # type: ignore[arg-type]
-    else:
-        _offset_table(result)  # type: ignore[arg-type]
+    _reset_table(result)
     return 0
 
 
@@ -320,10 +337,7 @@ async def skip_accumulated_message(args: argparse.Namespace) -> int:
         result = await _reset(
             admin, args.group.strip(), args.topic.strip(), -1, java_bool(args.force)
         )
-    if result and isinstance(result[0], RollbackStats):
-        _rollback_table(result)  # type: ignore[arg-type]
-    else:
-        _offset_table(result)  # type: ignore[arg-type]
+    _reset_table(result)
     return 0
 
 

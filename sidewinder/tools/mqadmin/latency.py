@@ -86,8 +86,8 @@ async def check_msg_send_rt(args: argparse.Namespace) -> int:
         for i in range(args.amount):
 
             def select(queues: list[MessageQueue], i: int = i) -> MessageQueue:
-                picked[0] = queues[i % len(queues)]
-                return picked[0]
+                queue = picked[0] = queues[i % len(queues)]
+                return queue
 
             start = _ms()
             try:

@@ -42,7 +42,7 @@ from sidewinder.tools.mqadmin.java import (
 )
 from sidewinder.tools.mqadmin.output import table, when
 
-PULL_STATUS = {
+PULL_STATUS: dict[int, str] = {
     ResponseCode.SUCCESS: "FOUND",
     ResponseCode.PULL_NOT_FOUND: "NO_NEW_MSG",
     ResponseCode.PULL_RETRY_IMMEDIATELY: "NO_MATCHED_MSG",
