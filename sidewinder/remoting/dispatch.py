@@ -314,6 +314,10 @@ class ProcessorTable:
         for code in codes:
             self._pools[int(code)] = pool
 
+    def codes(self) -> list[int]:
+        """The request codes registered, in order (the default processor answers the rest)."""
+        return sorted(self._pools)
+
     def dispatch(self, ctx: RequestContext, request: RemotingCommand, reply: Reply) -> None:
         if self._guard is not None and not self._admitted(ctx, [request], lambda _: reply):
             return
