@@ -172,7 +172,7 @@ def registered_codes(tmp_path: Path, conf: Path) -> tuple[list[int], list[int]]:
     """The codes the broker's and name server's tables register, built as the apps build them."""
     config = load_broker_config(conf, None)
     broker = BrokerApp(config)
-    namesrv = NamesrvApp(NamesrvConfig(kvConfigPath=str(tmp_path / "kv.json")))
+    namesrv = NamesrvApp(NamesrvConfig.model_validate({"kvConfigPath": tmp_path / "kv.json"}))
     return broker.server.table.codes(), namesrv.server.table.codes()
 
 
@@ -246,8 +246,10 @@ def _failures(log_path: Path) -> list[str]:
     return [line[:2000] for line in lines if "remoting.processor_failed" in line]
 
 
-def run_malformed(cluster: SidewinderCluster, tmp_path: Path, per_code: int) -> None:
-    broker_codes, namesrv_codes = registered_codes(tmp_path, cluster.workdir / "codes-broker.conf")
+def run_malformed(
+    cluster: SidewinderCluster, codes_conf: Path, tmp_path: Path, per_code: int
+) -> None:
+    broker_codes, namesrv_codes = registered_codes(tmp_path, codes_conf)
     assert RequestCode.HEART_BEAT in broker_codes and RequestCode.REGISTER_BROKER in namesrv_codes
     rng = random.Random(SEED)
     names = header_field_names()
@@ -280,11 +282,11 @@ def codes_conf(cluster: SidewinderCluster, tmp_path: Path) -> Path:
 def test_every_code_answers_malformed_requests_without_an_unexpected_error(
     cluster: SidewinderCluster, codes_conf: Path, tmp_path: Path
 ) -> None:
-    run_malformed(cluster, tmp_path, per_code=50)
+    run_malformed(cluster, codes_conf, tmp_path, per_code=50)
 
 
 @pytest.mark.slow
 def test_many_malformed_requests(
     cluster: SidewinderCluster, codes_conf: Path, tmp_path: Path
 ) -> None:
-    run_malformed(cluster, tmp_path, per_code=500)
+    run_malformed(cluster, codes_conf, tmp_path, per_code=500)
