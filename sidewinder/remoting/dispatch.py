@@ -238,7 +238,8 @@ def _take_none(ctx: RequestContext, requests: list[RemotingCommand]) -> list[Rem
 
 def _error_reply(request: RemotingCommand, exc: Exception) -> RemotingCommand:
     """The one place a processor's exception becomes a reply: a refusal it raised (its code
-    and remark), a header that does not decode, or our bug (logged with its traceback)."""
+    and remark; a body that does not decode is one, BodyError), a header that does not
+    decode, or our bug (logged with its traceback)."""
     if isinstance(exc, SidewinderError):
         log.info("remoting.request_refused", code=request.code, response=exc.code, remark=str(exc))
         return request.reply(exc.code, exc.remark)
