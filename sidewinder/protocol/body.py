@@ -113,7 +113,7 @@ def request_object(request: RemotingCommand, shape: Shape | None = None) -> dict
     except BodyError as exc:
         raise BodyError(f"{name} body is {exc}") from None
     check_shape(value, shape or {}, f"{name} body")
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def check_shape(value: Any, shape: Shape, what: str) -> None:
