@@ -54,12 +54,10 @@ def cases() -> list[tuple[str, Callable[[], object], Callable[[], object] | None
     def python() -> object:
         return encode_record_py(message, buffer, 4096, **stamps)
 
-    native_encode = record._native_encode_record
-
     def native() -> object:  # record.encode_record: the dispatch the store calls
         return record.encode_record(message, buffer, 4096, **stamps)
 
-    out.append(("encode_record 1 KiB body", python, None if native_encode is None else native))
+    out.append(("encode_record 1 KiB body", python, None if NATIVE is None else native))
 
     # A SEND_MESSAGE_V2 header as the Java client writes it (the wire captures' shape).
     header = (

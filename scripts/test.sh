@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh clone: installs the project with its test extras into .venv,
 # fetches and builds the reference bench (RocketMQ jars from Maven Central, the Java, C++, Node and
-# Go stock-client drivers) into .cache/interop, lints, then runs pytest. Extra arguments go to
-# pytest (e.g. `bash scripts/test.sh -m slow` for the long runs).
+# Go stock-client drivers) into .cache/interop, lints, type-checks, then runs pytest. Extra
+# arguments go to pytest (e.g. `bash scripts/test.sh -m slow` for the long runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +10,7 @@ source scripts/venv.sh test,dev,spark
 .venv/bin/python -m interop.install
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/mypy  # sidewinder/, as [tool.mypy] in pyproject.toml says
 # Three workers on two cores: most of a scenario is waiting on JVMs, clients and their timers (the
 # CPU was busy 71% of a three-worker run, so a third worker buys time a second core cannot:
 # 18:45 against 21:09 on two). Each target kind's scenarios share one worker and its cluster

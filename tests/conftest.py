@@ -26,11 +26,10 @@ def unique(prefix: str) -> str:
 
 
 @pytest.fixture(params=_hot_path.IMPLEMENTATIONS)
-def hot_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def hot_path(request: pytest.FixtureRequest) -> Iterator[str]:
     """The test runs on the Rust hot path and again on its Python reference (tests/hot_path.py)."""
-    _hot_path.choose(request.param, monkeypatch)
-    yield str(request.param)
-    _hot_path.reset()
+    with _hot_path.using(request.param):
+        yield str(request.param)
 
 
 # SIDEWINDER_TARGETS=rocketmq (or sidewinder) runs the interop scenarios against one kind only.

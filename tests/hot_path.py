@@ -1,8 +1,9 @@
-"""Switch the native hot path (sidewinder._native) off for one test, to run it on the reference.
+"""Run a test on the native hot path (sidewinder._native) and again on its Python reference.
 
 The `hot_path` fixture (tests/conftest.py) runs a test twice, "native" and "python": golden wire
 and store tests take it so both implementations must give the same bytes. Hypothesis tests, which
 cannot take function-scoped fixtures, parametrize over IMPLEMENTATIONS and enter `using(...)`.
+Either way every call site switches at once, through sidewinder.common.native's one table.
 """
 
 from __future__ import annotations
@@ -12,46 +13,22 @@ from contextlib import contextmanager
 
 import pytest
 
-from sidewinder.broker.processors import send_batch, send_header
-from sidewinder.common.native import NATIVE
-from sidewinder.protocol import batch_record, message, record
-from sidewinder.store import dispatch_scan, flush, index_file, reput
+from sidewinder.common import native
+from sidewinder.protocol import message
 
-IMPLEMENTATIONS = ("native", "python")
-
-
-def use_python(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every place that bound a native function gets its Python reference back."""
-    monkeypatch.setattr(message, "java_string_hash", message.java_string_hash_py)
-    monkeypatch.setattr(index_file, "java_string_hash", message.java_string_hash_py)
-    monkeypatch.setattr(index_file, "ascii_hash", index_file.ascii_hash_py)
-    monkeypatch.setattr(index_file, "put_keys", index_file.put_keys_py)
-    monkeypatch.setattr(reput, "scan_segment", dispatch_scan.scan_segment_py)
-    monkeypatch.setattr(flush, "default_syncer", flush.ThreadSyncer)
-    monkeypatch.setattr(record, "_native_encode_record", None)
-    monkeypatch.setattr(batch_record, "_native_batch_sizes", None)
-    monkeypatch.setattr(batch_record, "_native_encode_batch", None)
-    monkeypatch.setattr(send_batch, "send_v2_fields", send_header.send_v2_fields_py)
-
-
-def choose(implementation: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    message.tags_code.cache_clear()
-    if implementation == "python":
-        use_python(monkeypatch)
-    elif NATIVE is None:
-        pytest.skip("sidewinder._native is not loaded (SIDEWINDER_NATIVE=0?)")
-
-
-def reset() -> None:
-    """After the test (monkeypatch undoes the rest): no tags code cached from either."""
-    message.tags_code.cache_clear()
+IMPLEMENTATIONS: tuple[native.Leg, ...] = ("native", "python")
 
 
 @contextmanager
-def using(implementation: str) -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        choose(implementation, monkeypatch)
-        try:
-            yield
-        finally:
-            reset()
+def using(implementation: native.Leg) -> Iterator[None]:
+    """Every call site bound to one leg for the block (skipped without the extension)."""
+    if implementation == "native" and native.NATIVE is None:
+        pytest.skip("sidewinder._native is not loaded (SIDEWINDER_NATIVE=0?)")
+    # Tags codes cached by the other leg would spare this one the hashing under test.
+    message.tags_code.cache_clear()
+    previous = native.use(implementation)
+    try:
+        yield
+    finally:
+        native.use(previous)
+        message.tags_code.cache_clear()

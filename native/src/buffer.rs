@@ -61,13 +61,24 @@ impl ReadBuf {
         })
     }
 
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
     pub fn as_slice(&self) -> &[u8] {
-        if self.len == 0 {
+        self.head(self.len)
+    }
+
+    /// The first `end` bytes (at most `len`): all a caller may hold when another thread
+    /// writes the bytes after them meanwhile (a CommitLog mapping the loop appends into).
+    pub fn head(&self, end: usize) -> &[u8] {
+        assert!(end <= self.len, "{end} bytes of a {}-byte buffer", self.len);
+        if end == 0 {
             return &[];
         }
         // SAFETY: `ptr` points at `len` readable bytes for as long as `self` holds the export
         // (or, for bytes, the caller's reference to the object).
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+        unsafe { std::slice::from_raw_parts(self.ptr, end) }
     }
 }
 
@@ -101,6 +112,11 @@ impl WriteBuf {
         let end = start + self.len();
         let (a, b) = (data.as_ptr() as usize, data.as_ptr() as usize + data.len());
         !data.is_empty() && a < end && start < b
+    }
+
+    /// Where the buffer starts, for writes into memory other threads read (index.rs).
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.export.0.buf.cast::<u8>()
     }
 
     /// # Safety

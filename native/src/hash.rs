@@ -70,6 +70,15 @@ pub fn java_string_hash(text: &Bound<'_, PyString>) -> PyResult<i32> {
     Ok(h)
 }
 
+/// `String.hashCode()` of ASCII text given as its bytes (each byte one code unit), unsigned.
+pub fn ascii_bytes_hash(bytes: &[u8]) -> u32 {
+    let mut h: u32 = 0;
+    for &b in bytes {
+        h = h.wrapping_mul(31).wrapping_add(b as u32);
+    }
+    h
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,13 +93,4 @@ mod tests {
         assert_eq!(hash_code_points(&[0x1F600]), hash_utf8("😀"));
         assert_eq!(hash_code_points(&[0xD800]), 0xD800);
     }
-}
-
-/// `String.hashCode()` of ASCII text given as its bytes (each byte one code unit), unsigned.
-pub fn ascii_bytes_hash(bytes: &[u8]) -> u32 {
-    let mut h: u32 = 0;
-    for &b in bytes {
-        h = h.wrapping_mul(31).wrapping_add(b as u32);
-    }
-    h
 }

@@ -78,8 +78,9 @@ mod _native {
     /// What dispatch writes for the records of one CommitLog segment from `position`, by a
     /// `dispatch_scan.ScanRules`:
     /// (why it stopped, position after, records, last store timestamp, queue runs, packed
-    /// keys). The GIL is released while it reads. Reference and contract:
-    /// `sidewinder.store.dispatch_scan.scan_segment_py`.
+    /// keys). The GIL is released while it reads the bytes before `readable` (the segment's
+    /// written position), and only those: the event loop appends after them meanwhile.
+    /// Reference and contract: `sidewinder.store.dispatch_scan.scan_segment_py`.
     #[pyfunction]
     #[allow(clippy::too_many_arguments)]
     fn scan_segment<'py>(
@@ -94,19 +95,23 @@ mod _native {
         let delay_levels_ms: Vec<i64> = rules.getattr("delay_levels_ms")?.extract()?;
         let keys: bool = rules.getattr("keys")?.extract()?;
         let buffer = crate::buffer::ReadBuf::get(data)?;
-        let bytes = buffer.as_slice();
         if position < 0
-            || !(position <= readable && readable <= bytes.len() as i64)
+            || !(position <= readable && readable <= buffer.len() as i64)
             || max_records < 0
         {
             return Err(PyValueError::new_err(format!(
                 "cannot scan {} bytes from {} to {}, {} records",
-                bytes.len(),
+                buffer.len(),
                 position,
                 readable,
                 max_records
             )));
         }
+        // The written records only: the bytes past `readable` are the segment's free room,
+        // which the loop appends into while this thread reads without the GIL, so no Rust
+        // reference may cover them. The bytes before it are not written again (appends go
+        // past the written position; only recovery cuts a segment back, before dispatch).
+        let bytes = buffer.head(readable as usize);
         let scanned = py.detach(|| {
             crate::dispatch_scan::scan(
                 bytes,
@@ -145,7 +150,8 @@ mod _native {
     /// Index keys (packed by the scan: hash, phy offset, store timestamp) written into an
     /// IndexFile's buffer after entry `counts[0]`; returns the header's new running fields
     /// (indexCount, hashSlotCount, beginTimestamp, beginPhyOffset, endPhyOffset, endTimestamp).
-    /// The GIL is released while it writes. Reference: `sidewinder.store.index_file.put_keys_py`.
+    /// The GIL is released while it writes, through raw pointers: lookups on the loop read the
+    /// file meanwhile (index.rs). Reference: `sidewinder.store.index_file.put_keys_py`.
     #[pyfunction]
     fn put_keys(
         py: Python<'_>,
@@ -171,11 +177,11 @@ mod _native {
         }
         crate::index::check(target.len(), hash_slot_num as usize, counts.0, keys)
             .map_err(PyIndexError::new_err)?;
-        let len = target.len();
-        // SAFETY: the whole buffer, held exported for this call; the index has one writer
-        // (the dispatch thread), and readers only read.
-        let bytes = unsafe { target.slice_mut(0, len) };
-        Ok(py.detach(|| crate::index::put(bytes, hash_slot_num as usize, counts, keys)))
+        // SAFETY: the whole buffer, held exported (so mapped) by `target` until this call
+        // returns; the index has one writer at a time (the store's dispatch lock), and lookups
+        // on other threads only read it.
+        let index = unsafe { crate::index::SharedIndex::new(target.as_mut_ptr(), target.len()) };
+        Ok(py.detach(|| crate::index::put(&index, hash_slot_num as usize, counts, keys)))
     }
 
     /// One CommitLog record (RocketMQ 4.x layout) written into `buffer` at `position` from its

@@ -368,7 +368,7 @@ class BrokerApp:
         # A future of our own: awaiting it neither cancels the persisting task at the deadline
         # nor needs a task (the send processor runs eagerly, outside one).
         saved: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        persisting.add_done_callback(lambda _: saved.done() or saved.set_result(None))
+        persisting.add_done_callback(lambda _: None if saved.done() else saved.set_result(None))
         expiry = expire_after(saved, TOPIC_REGISTRATION_WAIT_S)
         try:
             await saved

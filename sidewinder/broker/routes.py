@@ -26,7 +26,7 @@ from sidewinder.broker.processors.replies import ByCode, Handler
 from sidewinder.broker.processors.reply_message import ReplyProcessor
 from sidewinder.broker.processors.send import SendProcessor
 from sidewinder.broker.processors.send_back import SendBackProcessor
-from sidewinder.common.native import NATIVE
+from sidewinder.common.native import is_native
 from sidewinder.protocol.codes import RequestCode as R
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
@@ -134,7 +134,7 @@ def build_routes(
             budget_ms=config.wait_time_mills_in_send_queue if fast_failure else 0,
         ),
     )
-    if NATIVE is not None:
+    if is_native("send_v2_fields"):
         # Plain sends read straight from their frames (the native header parser); without the
         # extension the send lane takes them decoded, which is faster than a Python parser.
         table.set_frame_lane(send.lane, R.SEND_MESSAGE_V2)

@@ -1,5 +1,5 @@
-"""The native Python client and mqadmin."""
+"""The native Python client library: Producer, PullConsumer, PushConsumer, Admin.
 
-from sidewinder.common.log import configure_library_logging
-
-configure_library_logging()
+It logs through loggers (sidewinder.common.log.library_logger) and configures nothing: a program
+that configures structlog gets the client's lines its way, one that does not gets them on stderr.
+"""

@@ -1,16 +1,16 @@
 """The admin API mqadmin is built on: topics, routes, the cluster, consumer progress and lag.
 
-admin = Admin("127.0.0.1:9876")
-await admin.create_topic("Orders", queues=8)
-for row in await admin.consumer_progress("billing"):
-    print(row.queue, row.lag)
+async with Admin("127.0.0.1:9876") as admin:
+    await admin.create_topic("Orders", queues=8)
+    for row in await admin.consumer_progress("billing"):
+        print(row.queue, row.lag)
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from sidewinder.client.pulling import ReceivedMessage, pull
 from sidewinder.client.route_cache import (
@@ -74,7 +74,14 @@ class Admin:
         self.remoting = RemotingClient(before_request=request_hook(access_key, secret_key), tls=tls)
         self.routes = RouteCache(self.remoting, [a for a in namesrv_addr.split(";") if a])
 
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
     async def close(self) -> None:
+        """Close the connections; `async with Admin(...)` does it on leaving the block."""
         await self.remoting.close()
 
     async def cluster_info(self) -> dict[str, Any]:

@@ -171,10 +171,10 @@ async def clone_offsets(admin: Admin, source: str, dest: str, topic: str) -> Non
         return
     addrs = dict(await _brokers(admin, topic))
     for progress in queues:
-        addr = addrs.get(progress.queue.broker_name)
-        if addr is not None and progress.consumer_offset >= 0:
+        queue_addr = addrs.get(progress.queue.broker_name)
+        if queue_addr is not None and progress.consumer_offset >= 0:
             await commit_offset(
-                admin.remoting, addr, dest, progress.queue, progress.consumer_offset
+                admin.remoting, queue_addr, dest, progress.queue, progress.consumer_offset
             )
 
 

@@ -18,11 +18,10 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from sidewinder.client.membership import CONSUME_FROM, GroupMember
 from sidewinder.client.pulling import ReceivedMessage
 from sidewinder.client.route_cache import MessageQueue
+from sidewinder.common.log import library_logger
 from sidewinder.protocol import body
 from sidewinder.protocol.client_calls import (
     ConsumeMessageDirectlyRequestHeader,
@@ -42,7 +41,7 @@ if TYPE_CHECKING:
     from sidewinder.client.consumer import PullConsumer
     from sidewinder.client.push_consumer import PushConsumer
 
-log = structlog.get_logger(__name__)
+log = library_logger(__name__)
 
 CONSUMER_CALL_CODES = (
     RequestCode.RESET_CONSUMER_CLIENT_OFFSET,

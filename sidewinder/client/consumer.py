@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -314,7 +315,7 @@ class PulledAt:
     result: PullResult
 
 
-async def _until_one_brings_messages(pulls: list[asyncio.Future[Any]], seconds: float) -> None:
+async def _until_one_brings_messages(pulls: Sequence[asyncio.Future[Any]], seconds: float) -> None:
     """Wait until one of `pulls` answers with messages, all have answered, or `seconds` pass."""
     deadline = time.monotonic() + seconds
     pending = set(pulls)

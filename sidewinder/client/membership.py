@@ -24,8 +24,6 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-import structlog
-
 from sidewinder.client.route_cache import (
     MASTER_ID,
     ROUTE_RETRY_S,
@@ -34,6 +32,7 @@ from sidewinder.client.route_cache import (
     RouteCache,
     TopicRoute,
 )
+from sidewinder.common.log import library_logger
 from sidewinder.protocol import body
 from sidewinder.protocol.acl import request_hook
 from sidewinder.protocol.codes import RequestCode, ResponseCode
@@ -46,7 +45,7 @@ from sidewinder.remoting.dispatch import ProcessorTable, RequestContext
 from sidewinder.remoting.tls import TlsOption
 
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-log = structlog.get_logger(__name__)
+log = library_logger(__name__)
 CLUSTERING, BROADCASTING = "CLUSTERING", "BROADCASTING"
 CONSUME_FROM = {
     "last": "CONSUME_FROM_LAST_OFFSET",

@@ -12,16 +12,15 @@ import asyncio
 from pathlib import Path
 from typing import Protocol
 
-import structlog
-
 from sidewinder.client.membership import GroupMember
 from sidewinder.client.pulling import commit_offset, committed_offset
 from sidewinder.client.route_cache import ClientError, MessageQueue
 from sidewinder.common.fileio import read_with_backup, write_atomic
+from sidewinder.common.log import library_logger
 from sidewinder.protocol import body
 from sidewinder.remoting.connection import RemotingError
 
-log = structlog.get_logger(__name__)
+log = library_logger(__name__)
 DEFAULT_LOCAL_DIR = Path.home() / ".rocketmq_offsets"
 
 

@@ -34,8 +34,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import structlog
-
 from sidewinder.client.client_calls import CONSUMER_CALL_CODES, ConsumerCalls
 from sidewinder.client.membership import (
     BROADCASTING,
@@ -51,13 +49,14 @@ from sidewinder.client.offset_store import (
 )
 from sidewinder.client.pulling import ReceivedMessage, offset_at, pull, queue_bound
 from sidewinder.client.route_cache import MASTER_ID, ClientError, MessageQueue, check_reply
+from sidewinder.common.log import library_logger
 from sidewinder.protocol.codes import RequestCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import ConsumerSendMsgBackRequestHeader
 from sidewinder.remoting.connection import RemotingError
 from sidewinder.remoting.tls import TlsOption
 
-log = structlog.get_logger(__name__)
+log = library_logger(__name__)
 
 
 class ConsumeStatus(enum.Enum):

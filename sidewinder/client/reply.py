@@ -21,11 +21,10 @@ import uuid
 import zlib
 from dataclasses import dataclass
 
-import structlog
-
 from sidewinder.client.pulling import ReceivedMessage
 from sidewinder.client.route_cache import ClientError
 from sidewinder.common.deadline import expire_after
+from sidewinder.common.log import library_logger
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import ReplyMessageRequestHeader
@@ -38,7 +37,7 @@ from sidewinder.protocol.message import (
 from sidewinder.protocol.record import COMPRESSION_TYPE_MASK, COMPRESSION_ZLIB, MessageSysFlag
 from sidewinder.remoting.dispatch import RequestContext
 
-log = structlog.get_logger(__name__)
+log = library_logger(__name__)
 
 CREATE_REPLY_MESSAGE_EXCEPTION = 10007  # ClientErrorCode
 REQUEST_TIMEOUT_EXCEPTION = 10006

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 from sidewinder.common.fileio import read_with_backup, write_atomic
@@ -13,6 +14,9 @@ class KVConfig:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.table: dict[str, dict[str, str]] = {}
+        # put and delete run in executor threads: one change and its write at a time (two
+        # writes at once would race on the one temporary file).
+        self._changing = threading.Lock()
 
     def load(self) -> None:
         loaded = read_with_backup(self.path, json.loads)
@@ -24,18 +28,20 @@ class KVConfig:
         write_atomic(self.path, json.dumps({"configTable": self.table}, indent=1, sort_keys=True))
 
     def put(self, namespace: str, key: str, value: str) -> None:
-        self.table.setdefault(namespace, {})[key] = value
-        self._persist()
+        with self._changing:
+            self.table.setdefault(namespace, {})[key] = value
+            self._persist()
 
     def get(self, namespace: str, key: str) -> str | None:
         return self.table.get(namespace, {}).get(key)
 
     def delete(self, namespace: str, key: str) -> None:
-        values = self.table.get(namespace)
-        if values is not None and values.pop(key, None) is not None:
-            if not values:
-                del self.table[namespace]
-            self._persist()
+        with self._changing:
+            values = self.table.get(namespace)
+            if values is not None and values.pop(key, None) is not None:
+                if not values:
+                    del self.table[namespace]
+                self._persist()
 
     def namespace(self, namespace: str) -> dict[str, str]:
         return dict(self.table.get(namespace, {}))

@@ -17,6 +17,7 @@ from sidewinder.namesrv.route_table import RouteTable
 from sidewinder.protocol import body
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.errors import NoPermission, SidewinderError
 from sidewinder.protocol.headers import (
     BrokerIdentityHeader,
     BrokerNameHeader,
@@ -27,7 +28,7 @@ from sidewinder.protocol.headers import (
     RegisterBrokerResponseHeader,
     TopicHeader,
 )
-from sidewinder.protocol.register_body import RegisterBodyError, decode_register_body
+from sidewinder.protocol.register_body import decode_register_body
 from sidewinder.remoting.dispatch import RequestContext
 
 log = structlog.get_logger(__name__)
@@ -36,6 +37,7 @@ ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 # MQVersion.Version.V4_9_4's ordinal: clients from 4.9.4 on read standard JSON routes.
 STANDARD_JSON_SINCE_VERSION = 402
+DATA_VERSION_SHAPE: body.Shape = {"counter": int, "timestamp": int}
 
 
 class BrokerRegistry:
@@ -59,7 +61,7 @@ class BrokerRegistry:
             log.info("namesrv.unregistered", broker=header.broker_addr)
             return request.reply(ResponseCode.SUCCESS)
         header = BrokerIdentityHeader.from_ext(request.ext_fields)
-        version = body.loads(request.body_bytes) if request.body else {}
+        version = body.request_object(request, DATA_VERSION_SHAPE)
         changed = self.routes.topic_config_changed(header.broker_addr, version)
         if not changed:
             self.routes.touch(header.broker_addr, time.monotonic())
@@ -73,11 +75,8 @@ class BrokerRegistry:
         header = RegisterBrokerRequestHeader.from_ext(request.ext_fields)
         data = request.body_bytes
         if header.body_crc32 and zlib.crc32(data) & 0x7FFFFFFF != header.body_crc32:
-            return request.reply(ResponseCode.SYSTEM_ERROR, "crc32 not match")
-        try:
-            registration = decode_register_body(data, bool(header.compressed))
-        except RegisterBodyError as exc:
-            return request.reply(ResponseCode.SYSTEM_ERROR, str(exc))
+            raise SidewinderError("crc32 not match")
+        registration = decode_register_body(data, bool(header.compressed))  # or BodyError
         wrapper = registration.get("topicConfigSerializeWrapper") or {}
         result = self.routes.register_broker(
             cluster=header.cluster_name,
@@ -174,10 +173,10 @@ class KVProcessor:
                 )
             return _json_reply(request, {"table": values})
         if header.key is None:
-            return request.reply(ResponseCode.SYSTEM_ERROR, "the custom field <key> is null")
+            raise SidewinderError("the custom field <key> is null")
         if code == RequestCode.PUT_KV_CONFIG:
             if header.value is None:
-                return request.reply(ResponseCode.SYSTEM_ERROR, "the custom field <value> is null")
+                raise SidewinderError("the custom field <value> is null")
             await asyncio.get_running_loop().run_in_executor(
                 None, self.kv.put, header.namespace, header.key, header.value
             )
@@ -218,15 +217,15 @@ class NamesrvConfigProcessor:
         try:
             values = parse_properties(request.body_bytes.decode(), source="updateNamesrvConfig")
         except ValueError as exc:
-            return request.reply(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
+            raise SidewinderError(f"string2Properties error: {exc}") from None
         if values.keys() & {"kvConfigPath", "configStorePath"}:
-            return request.reply(ResponseCode.NO_PERMISSION, "Can not update config path")
+            raise NoPermission("Can not update config path")
         if values.keys() & {"rocketmqHome", "configBlackList"}:
-            return request.reply(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+            raise NoPermission("Can not update config in black list.")
         try:
             known = apply_namesrv_update(self.config, values)
         except ConfigError as exc:
-            return request.reply(ResponseCode.SYSTEM_ERROR, str(exc))
+            raise SidewinderError(str(exc)) from None
         if known:
             path = self.config.config_store_path
             await asyncio.get_running_loop().run_in_executor(

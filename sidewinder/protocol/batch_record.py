@@ -19,9 +19,10 @@ reference that `encode_batch_py` encodes, and that tests compare the native enco
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import ClassVar
 
-from sidewinder.common.native import NATIVE
+from sidewinder.common.native import implementation
 from sidewinder.protocol.record import MAX_PROPERTIES_LENGTH, MessageToStore, encode_record_py
 
 # An entry's head: totalSize, magic, bodyCRC, flag, bodyLen (MAGICCODE and BODYCRC unchecked,
@@ -74,8 +75,7 @@ class BatchToStore:
 def batch_to_store(data: bytes, shared: MessageToStore, cluster: bytes) -> BatchToStore | None:
     """The batch of body `data`, or None for a body the generic path refuses (a torn or
     overlong entry, properties too long once the CLUSTER one is added) or finds empty."""
-    native = _native_batch_sizes
-    sized = batch_sizes_py(data, len(cluster)) if native is None else native(data, len(cluster))
+    sized = batch_sizes(data, len(cluster))
     if sized is None:
         return None
     count, variable = sized
@@ -107,6 +107,10 @@ def batch_sizes_py(data: bytes, cluster_length: int) -> tuple[int, int] | None:
         variable += body_len + stored
         at = end
     return (count, variable) if count else None
+
+
+# The extension's when it is in use (common/native.py): the same answer for every body.
+batch_sizes = implementation("batch_sizes", batch_sizes_py)
 
 
 def batch_messages_py(batch: BatchToStore) -> list[MessageToStore]:
@@ -164,50 +168,46 @@ def encode_batch_py(
     return phys
 
 
-def encode_batch(
-    batch: BatchToStore,
-    buffer: bytearray | memoryview,
-    position: int,
-    *,
-    queue_offset: int,
-    phy_offset: int,
-    store_timestamp: int,
-) -> list[int]:
-    """encode_batch_py's records, byte for byte; natively in one call when the extension is
-    loaded (which also refuses, before writing anything, a buffer without room: IndexError)."""
-    native = _native_encode_batch
-    if native is None:
-        return encode_batch_py(
-            batch,
+def _encode_batch_natively(encode: Callable[..., list[int]]) -> Callable[..., list[int]]:
+    """The extension's encode_batch, which takes the batch's fields, called as the reference:
+    one call for all the records (it also refuses, before writing anything, a buffer without
+    room: IndexError)."""
+
+    def encode_batch(
+        batch: BatchToStore,
+        buffer: bytearray | memoryview,
+        position: int,
+        *,
+        queue_offset: int,
+        phy_offset: int,
+        store_timestamp: int,
+    ) -> list[int]:
+        shared = batch.shared
+        born, store = shared.born_host, shared.store_host
+        return encode(
             buffer,
             position,
-            queue_offset=queue_offset,
-            phy_offset=phy_offset,
-            store_timestamp=store_timestamp,
+            batch.data,
+            batch.cluster,
+            batch.record_size,
+            shared.topic,
+            shared.queue_id,
+            shared.stored_sys_flag,
+            shared.born_timestamp,
+            born.address,
+            born.port,
+            store_timestamp,
+            store.address,
+            store.port,
+            shared.reconsume_times,
+            shared.prepared_transaction_offset,
+            queue_offset,
+            phy_offset,
         )
-    shared = batch.shared
-    born, store = shared.born_host, shared.store_host
-    return native(
-        buffer,
-        position,
-        batch.data,
-        batch.cluster,
-        batch.record_size,
-        shared.topic,
-        shared.queue_id,
-        shared.stored_sys_flag,
-        shared.born_timestamp,
-        born.address,
-        born.port,
-        store_timestamp,
-        store.address,
-        store.port,
-        shared.reconsume_times,
-        shared.prepared_transaction_offset,
-        queue_offset,
-        phy_offset,
-    )
+
+    return encode_batch
 
 
-_native_batch_sizes = None if NATIVE is None else NATIVE.batch_sizes
-_native_encode_batch = None if NATIVE is None else NATIVE.encode_batch
+# What the CommitLog calls: encode_batch_py's records, byte for byte; natively when the
+# extension is in use (common/native.py).
+encode_batch = implementation("encode_batch", encode_batch_py, _encode_batch_natively)

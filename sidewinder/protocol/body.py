@@ -12,6 +12,10 @@ import json
 import re
 from typing import Any
 
+from sidewinder.protocol.codes import RequestCode
+from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.errors import BodyError
+
 _STRING = json.JSONEncoder(ensure_ascii=False).encode
 # A bare integer key right after `{` or `,`, outside string literals.
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|([{,]\s*)(-?\d+)(\s*:)')
@@ -69,16 +73,97 @@ def _write(value: Any, out: list[str], fastjson: bool, sort_keys: bool) -> None:
 
 
 def loads(text: str | bytes) -> Any:
-    """Parse standard JSON or fastjson's form of it (ValueError when it is neither)."""
+    """Parse standard JSON or fastjson's form of it (BodyError, a ValueError, when it is
+    neither: not UTF-8, not JSON, or nested deeper than the parser goes)."""
     if isinstance(text, bytes):
-        text = text.decode()
+        try:
+            text = text.decode()
+        except UnicodeDecodeError as exc:
+            raise BodyError(f"not UTF-8: {exc}") from None
 
     def quote(match: re.Match[str]) -> str:
         if match.group(1) is None:
             return match.group(0)
         return f'{match.group(1)}"{match.group(2)}"{match.group(3)}'
 
-    return json.loads(_TOKENS.sub(quote, text))
+    try:
+        return json.loads(_TOKENS.sub(quote, text))
+    except json.JSONDecodeError as exc:
+        raise BodyError(f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BodyError("not valid JSON: nested too deeply") from None
+
+
+# What `request_object` checks a body against: a dict of field -> shape (a field absent or
+# null passes; the field "*" stands for every field: a map's values), a list of one item
+# shape, `int` (an integer, or a string of one, as fastjson reads into an int field) or `str`
+# (anything but an object or array: fastjson writes it out).
+Shape = dict[str, "Shape"] | list["Shape"] | type
+
+
+def request_object(request: RemotingCommand, shape: Shape | None = None) -> dict[str, Any]:
+    """The JSON object a request's body holds ({} without a body), checked against `shape`:
+    BodyError naming the request code and the problem otherwise ("HEART_BEAT body is not
+    valid JSON: ...", "LOCK_BATCH_MQ body field mqSet[0].queueId is not an integer: 'x'")."""
+    name = _code_name(request.code)
+    if not request.body:
+        return {}
+    try:
+        value = loads(request.body_bytes)
+    except BodyError as exc:
+        raise BodyError(f"{name} body is {exc}") from None
+    check_shape(value, shape or {}, f"{name} body")
+    return value
+
+
+def check_shape(value: Any, shape: Shape, what: str) -> None:
+    """BodyError "<what> field a.b[2] is not an integer: 'x'" unless `value` is of `shape`."""
+    problem = _shape_problem(value, shape, "")
+    if problem is not None:
+        raise BodyError(f"{what} {problem}")
+
+
+def _code_name(code: int) -> str:
+    try:
+        return RequestCode(code).name
+    except ValueError:
+        return f"request {code}"
+
+
+def _shape_problem(value: Any, shape: Shape, at: str) -> str | None:
+    """What makes `value` not of `shape`, or None."""
+    where = f"field {at} " if at else ""
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            return f"{where}is not a JSON object"
+        for key, item_shape in shape.items():
+            items = value.items() if key == "*" else [(key, value.get(key))]
+            for name, item in items:
+                if item is not None:
+                    problem = _shape_problem(item, item_shape, f"{at}.{name}" if at else str(name))
+                    if problem is not None:
+                        return problem
+        return None
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return f"{where}is not a JSON array"
+        for n, item in enumerate(value):
+            problem = _shape_problem(item, shape[0], f"{at}[{n}]")
+            if problem is not None:
+                return problem
+        return None
+    if shape is int:
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            return f"{where}is not an integer: {value!r:.100}"
+        if isinstance(value, str) and not _INTEGER.fullmatch(value.strip()):
+            return f"{where}is not an integer: {value!r:.100}"
+        return None
+    if isinstance(value, dict | list):
+        return f"{where}is not a string: {value!r:.100}"
+    return None
+
+
+_INTEGER = re.compile(r"[+-]?\d{1,19}")
 
 
 def json_decoder() -> json.JSONDecoder:

@@ -33,3 +33,26 @@ class TopicNotExist(SidewinderError):
 
 class NoPermission(SidewinderError):
     code = ResponseCode.NO_PERMISSION
+
+
+class SubscriptionGroupNotExist(SidewinderError):
+    code = ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
+
+
+class SubscriptionNotExist(SidewinderError):
+    code = ResponseCode.SUBSCRIPTION_NOT_EXIST
+
+
+class SubscriptionParseFailed(SidewinderError):
+    code = ResponseCode.SUBSCRIPTION_PARSE_FAILED
+
+
+class ConsumerNotOnline(SidewinderError):
+    code = ResponseCode.CONSUMER_NOT_ONLINE
+
+
+class BodyError(SidewinderError, ValueError):
+    """A request body that does not decode: not UTF-8, not JSON, or not the shape its code
+    reads. Answered SYSTEM_ERROR with the problem as remark, as RocketMQ answers the decode
+    exception it catches, and as a header that does not decode is. A ValueError too, so
+    callers that read bodies of replies keep catching what `body.loads` raised before."""

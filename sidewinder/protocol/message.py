@@ -8,6 +8,8 @@ import socket
 import struct
 from collections.abc import Mapping
 
+from sidewinder.common.native import implementation
+
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 KEY_SEPARATOR = " "  # KEYS holds several keys separated by spaces
@@ -122,7 +124,7 @@ _POWERS_31 = [pow(31, k, 1 << 32) for k in range(1024)]
 _POWERS_31.reverse()
 
 
-def java_string_hash(text: str) -> int:
+def java_string_hash_py(text: str) -> int:
     """Java's `String.hashCode()`: 31-polynomial over UTF-16 code units, as a signed int32."""
     if text.isascii():
         units: bytes | list[int] = text.encode("ascii")
@@ -166,11 +168,6 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
     return socket.inet_ntop(family, raw[:address_len]), port, phy_offset
 
 
-# The Rust extension's java_string_hash when it is built (sidewinder/common/native.py): same
-# answers for every str (tests/protocol/test_message.py compares them); the reference stays.
-# Imported here, not at the top, to keep this dispatch in one place.
-from sidewinder.common.native import NATIVE  # noqa: E402
-
-java_string_hash_py = java_string_hash
-if NATIVE is not None:
-    java_string_hash = NATIVE.java_string_hash
+# The Rust extension's when it is in use (common/native.py): the same answer for every str
+# (tests/protocol/test_message.py compares them).
+java_string_hash = implementation("java_string_hash", java_string_hash_py)

@@ -17,12 +17,12 @@ import mmap
 import socket
 import struct
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import IntFlag
 from typing import Any, ClassVar
 
-from sidewinder.common.native import NATIVE
+from sidewinder.common.native import implementation
 from sidewinder.protocol.message import decode_properties, encode_properties
 
 MESSAGE_MAGIC = -626843481  # 0xDAA320A7
@@ -70,9 +70,6 @@ _BLANK = struct.Struct(">ii")
 QUEUE_OFFSET_POSITION = 20
 PHYSICAL_OFFSET_POSITION = 28
 STORE_TIMESTAMP_POSITION_V4 = 56
-
-# The Rust encoder when the extension is loaded; None: encode_record_py writes every record.
-_native_encode_record = None if NATIVE is None else NATIVE.encode_record
 
 
 class RecordError(ValueError):
@@ -280,7 +277,7 @@ def message_from_record(
     return MessageToStore(**fields)
 
 
-def encode_record(
+def encode_record_py(
     message: MessageToStore,
     buffer: bytearray | memoryview,
     position: int,
@@ -291,53 +288,9 @@ def encode_record(
 ) -> int:
     """Write one record into `buffer` at `position`; returns its size. The caller checks room.
 
-    The Rust extension writes it when loaded (sidewinder/common/native.py), byte for byte as
-    encode_record_py, the reference, does; it also refuses a buffer too small for the record
-    (IndexError) before writing anything.
-    """
-    native = _native_encode_record
-    if native is None:
-        return encode_record_py(
-            message,
-            buffer,
-            position,
-            queue_offset=queue_offset,
-            phy_offset=phy_offset,
-            store_timestamp=store_timestamp,
-        )
-    born, store = message.born_host, message.store_host
-    return native(
-        buffer,
-        position,
-        message.topic,
-        message.queue_id,
-        message.body,
-        message.properties,
-        message.flag,
-        message.stored_sys_flag,
-        message.born_timestamp,
-        born.address,
-        born.port,
-        store_timestamp,
-        store.address,
-        store.port,
-        message.reconsume_times,
-        message.prepared_transaction_offset,
-        queue_offset,
-        phy_offset,
-    )
-
-
-def encode_record_py(
-    message: MessageToStore,
-    buffer: bytearray | memoryview,
-    position: int,
-    *,
-    queue_offset: int,
-    phy_offset: int,
-    store_timestamp: int,
-) -> int:
-    """encode_record's reference in Python."""
+    The reference of the extension's encode_record, which writes the same bytes from the
+    message's fields and also refuses a buffer too small for the record (IndexError) before
+    writing anything."""
     properties = message.properties
     if len(properties) > MAX_PROPERTIES_LENGTH:
         raise ValueError(f"properties of {len(properties)} bytes exceed {MAX_PROPERTIES_LENGTH}")
@@ -410,6 +363,48 @@ def encode_record_py(
     if end - position != size:
         raise AssertionError(f"encoded {end - position} bytes of a {size}-byte record")
     return size
+
+
+def _encode_record_natively(encode: Callable[..., int]) -> Callable[..., int]:
+    """The extension's encode_record, which takes the record's fields, called as the reference."""
+
+    def encode_record(
+        message: MessageToStore,
+        buffer: bytearray | memoryview,
+        position: int,
+        *,
+        queue_offset: int,
+        phy_offset: int,
+        store_timestamp: int,
+    ) -> int:
+        born, store = message.born_host, message.store_host
+        return encode(
+            buffer,
+            position,
+            message.topic,
+            message.queue_id,
+            message.body,
+            message.properties,
+            message.flag,
+            message.stored_sys_flag,
+            message.born_timestamp,
+            born.address,
+            born.port,
+            store_timestamp,
+            store.address,
+            store.port,
+            message.reconsume_times,
+            message.prepared_transaction_offset,
+            queue_offset,
+            phy_offset,
+        )
+
+    return encode_record
+
+
+# What writers call: the extension's encoder when it is in use (common/native.py), byte for
+# byte as the reference (tests/store/test_message_codec.py compares them).
+encode_record = implementation("encode_record", encode_record_py, _encode_record_natively)
 
 
 def encode_blank(buffer: bytearray | memoryview, position: int, total_size: int) -> None:

@@ -11,6 +11,7 @@ import zlib
 from typing import Any
 
 from sidewinder.protocol import body
+from sidewinder.protocol.errors import BodyError
 
 
 def encode_register_body(data: dict[str, Any], compressed: bool) -> bytes:
@@ -35,20 +36,57 @@ def _sized(data: bytes) -> bytes:
     return struct.pack(">i", len(data)) + data
 
 
-class RegisterBodyError(ValueError):
-    """A REGISTER_BROKER body that does not decode."""
+class RegisterBodyError(BodyError):
+    """A REGISTER_BROKER body that does not decode (answered SYSTEM_ERROR, naming why)."""
+
+
+# The parts of RegisterBrokerBody the name server reads (body.check_shape).
+REGISTER_BODY_SHAPE: body.Shape = {
+    "topicConfigSerializeWrapper": {
+        "topicConfigTable": {
+            "*": {
+                "topicName": str,
+                "readQueueNums": int,
+                "writeQueueNums": int,
+                "perm": int,
+                "topicSysFlag": int,
+            }
+        },
+        "dataVersion": {"counter": int, "timestamp": int},
+    },
+    "filterServerList": [str],
+}
 
 
 def decode_register_body(data: bytes, compressed: bool) -> dict[str, Any]:
-    """RegisterBrokerBody: JSON, or (compressedRegister) RocketMQ's deflated binary form."""
-    if not compressed:
+    """RegisterBrokerBody: JSON, or (compressedRegister) RocketMQ's deflated binary form;
+    RegisterBodyError when it is neither, or its topic configs are not of their shape."""
+    if compressed:
+        try:
+            decoded = _decode_compressed(data)
+        except RegisterBodyError:
+            raise
+        except (ValueError, IndexError) as exc:
+            raise RegisterBodyError(f"compressed register body does not decode: {exc}") from None
+    else:
         try:
             decoded = body.loads(data) if data else {}
         except ValueError as exc:
             raise RegisterBodyError(f"register body is not JSON: {exc}") from None
         if not isinstance(decoded, dict):
             raise RegisterBodyError("register body is not an object")
-        return decoded
+    try:
+        body.check_shape(decoded, REGISTER_BODY_SHAPE, "register body")
+    except BodyError as exc:
+        raise RegisterBodyError(str(exc)) from None
+    wrapper = decoded.get("topicConfigSerializeWrapper") or {}
+    for name, config in (wrapper.get("topicConfigTable") or {}).items():
+        if not isinstance(config, dict) or "topicName" not in config:
+            raise RegisterBodyError(f"register body: the config of topic {name} has no topicName")
+    return decoded
+
+
+def _decode_compressed(data: bytes) -> dict[str, Any]:
     try:
         stream = io.BytesIO(zlib.decompress(data))
     except zlib.error as exc:

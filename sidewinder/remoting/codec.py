@@ -38,8 +38,8 @@ _PREFIX = struct.Struct(">ii")
 _BINARY_FIXED = struct.Struct(">hbhiii")  # code, language, version, opaque, flag, remark length
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
-_LANGUAGES = {language.name: language for language in LanguageCode}
-_BY_NUMBER = {int(language): language for language in LanguageCode}
+_LANGUAGES: dict[object, LanguageCode] = {language.name: language for language in LanguageCode}
+_BY_NUMBER: dict[object, LanguageCode] = {int(language): language for language in LanguageCode}
 _SERIALIZE_TYPES = {int(t): t for t in SerializeType}
 _BY_NAME_OR_NUMBER: dict[object, LanguageCode] = {**_LANGUAGES, **_BY_NUMBER}
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -118,8 +118,8 @@ def _command(
         version,  # type: ignore[arg-type]
         opaque,  # type: ignore[arg-type]
         flag,  # type: ignore[arg-type]
-        remark,  # type: ignore[arg-type]
-        ext,  # type: ignore[arg-type]
+        remark,
+        ext,
         None,
         serialize_type,
     )

@@ -12,9 +12,8 @@ import time
 from collections.abc import Callable
 from typing import cast
 
-import structlog
-
 from sidewinder.common.deadline import expire_after
+from sidewinder.common.log import library_logger
 from sidewinder.protocol.command import ONEWAY_FLAG, RemotingCommand
 from sidewinder.remoting.codec import (
     DEFAULT_MAX_FRAME,
@@ -26,7 +25,7 @@ from sidewinder.remoting.codec import (
 )
 from sidewinder.remoting.dispatch import ProcessorTable, RequestContext
 
-log = structlog.get_logger(__name__)
+log = library_logger(__name__)
 # Frames per write when a loop turn queues many: small enough that the peer overlaps its work
 # with ours (a whole pipelined window in one write makes the two sides take turns).
 FLUSH_EVERY = 16

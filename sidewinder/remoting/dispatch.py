@@ -21,8 +21,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-import structlog
-
+from sidewinder.common.log import library_logger
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.errors import SidewinderError
@@ -32,7 +31,7 @@ from sidewinder.remoting.codec import FrameError, RawFrame, decode_raw
 if TYPE_CHECKING:
     from sidewinder.remoting.connection import Connection
 
-log = structlog.get_logger(__name__)
+log = library_logger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +237,8 @@ def _take_none(ctx: RequestContext, requests: list[RemotingCommand]) -> list[Rem
 
 def _error_reply(request: RemotingCommand, exc: Exception) -> RemotingCommand:
     """The one place a processor's exception becomes a reply: a refusal it raised (its code
-    and remark), a header that does not decode, or our bug (logged with its traceback)."""
+    and remark; a body that does not decode is one, BodyError), a header that does not
+    decode, or our bug (logged with its traceback)."""
     if isinstance(exc, SidewinderError):
         log.info("remoting.request_refused", code=request.code, response=exc.code, remark=str(exc))
         return request.reply(exc.code, exc.remark)
@@ -313,6 +313,10 @@ class ProcessorTable:
         pool = _Pool(processor, limits)
         for code in codes:
             self._pools[int(code)] = pool
+
+    def codes(self) -> list[int]:
+        """The request codes registered, in order (the default processor answers the rest)."""
+        return sorted(self._pools)
 
     def dispatch(self, ctx: RequestContext, request: RemotingCommand, reply: Reply) -> None:
         if self._guard is not None and not self._admitted(ctx, [request], lambda _: reply):

@@ -21,6 +21,7 @@ from prometheus_client.core import HistogramMetricFamily
 from sidewinder.common.histogram import Buckets
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.errors import BodyError, SidewinderError
 from sidewinder.remoting.dispatch import RequestContext, RequestProcessor
 
 # RocketMQ 5's bucket bounds for rocketmq_rpc_latency, in milliseconds.
@@ -56,6 +57,13 @@ class Timed:
         started = time.perf_counter()
         try:
             response = await self.inner.process(ctx, request)
+        except BodyError:
+            self._observe(request, ResponseCode.SYSTEM_ERROR, "process_request_failed", started)
+            raise
+        except SidewinderError as refused:
+            # A refusal is an answer, as RocketMQ's processors return it: counted by its code.
+            self._observe(request, refused.code, "success", started)
+            raise
         except Exception:
             self._observe(request, ResponseCode.SYSTEM_ERROR, "process_request_failed", started)
             raise

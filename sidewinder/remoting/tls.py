@@ -28,12 +28,12 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from sidewinder.common.log import library_logger
 from sidewinder.common.properties import read_properties
 
-log = structlog.get_logger(__name__)
+log = library_logger(__name__)
 
 DEFAULT_CONFIG_FILE = "/etc/rocketmq/tls.properties"
 # Keys the file cannot set (RocketMQ's extractTlsConfigFromFile leaves them alone).

@@ -17,9 +17,10 @@ that does not decode or fails its CRC ends a segment (a write in progress).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from pathlib import Path
+from typing import cast
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -78,7 +79,7 @@ class StoreOptions:
         self.records_per_partition = records_per_partition
 
     @classmethod
-    def parse(cls, options: dict[str, str]) -> StoreOptions:
+    def parse(cls, options: Mapping[str, str]) -> StoreOptions:
         given = {str(k).lower(): str(v) for k, v in options.items() if v is not None}
         root = given.get("path", "").strip()
         if not root:
@@ -131,7 +132,7 @@ class CommitLogReader(DataSourceReader):
         records = (
             self._segment(partition.path)
             if isinstance(partition, SegmentPart)
-            else self._queue_range(partition)
+            else self._queue_range(cast(QueuePart, partition))
         )
         target = arrow_schema(self.schema)
         pending: list[ReceivedMessage] = []

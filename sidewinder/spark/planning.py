@@ -144,11 +144,17 @@ def limit_rows(
     total = sum(backlog.values())
     if total <= max_rows:
         return dict(latest)
+    # One row to each queue with a backlog first, then the rest of `max_rows` in proportion to
+    # what each has beyond that one: rounding the proportional shares down and then raising the
+    # zeros to one would read more than `max_rows` when many queues hold little.
+    queues_waiting = sum(1 for waiting in backlog.values() if waiting)
+    rest = max(max_rows - queues_waiting, 0)
+    beyond_first = total - queues_waiting
     ends = {}
     for queue, waiting in backlog.items():
-        share = max_rows * waiting // total
+        share = 0
         if waiting:
-            share = max(share, 1)
+            share = 1 + (rest * (waiting - 1) // beyond_first if beyond_first else 0)
         ends[queue] = starts.get(queue, 0) + min(share, waiting)
     return ends
 

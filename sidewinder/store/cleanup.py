@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,7 +172,7 @@ class Cleanup:
                 self._queue_executor, self._clean_queues, min_phy
             )
             done.deleted_queue_files, done.deleted_index_files = len(queue_files), len(index_files)
-            self._retired += queue_files + index_files
+            self._retired += [*queue_files, *index_files]
             self._last_min_phy = min_phy
         return done
 
@@ -227,7 +227,7 @@ def _hours(delete_when: str) -> set[int]:
     return {int(h) for h in delete_when.split(";") if h.strip().isdigit()}
 
 
-def _unlink_all(files: list[MappedFile] | list[MappedFile | IndexFile]) -> None:
+def _unlink_all(files: Sequence[MappedFile | IndexFile]) -> None:
     for f in files:
         f.path.unlink(missing_ok=True)
 

@@ -247,7 +247,7 @@ class CommitLog:
                 queue_offset = queue_offsets.get(key, 0)
                 counted = message.stored_sys_flag & TRANSACTION_TYPE_MASK not in _UNCOUNTED
                 try:
-                    if message.__class__ is MessageRun:
+                    if isinstance(message, MessageRun):
                         message.phys = encode_run(
                             message,
                             buffer,
@@ -257,7 +257,7 @@ class CommitLog:
                             store_timestamp=stamp,
                             counted=counted,
                         )
-                    elif message.batch:
+                    elif isinstance(message, BatchToStore):
                         message.phys = encode_batch(
                             message,
                             buffer,

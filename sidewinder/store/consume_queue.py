@@ -221,7 +221,7 @@ class ConsumeQueue:
         """Write packed entries after the last one, into room `reserve` made."""
         last = self.files.files[-1]
         at = last.wrote_position
-        last.buffer.obj[at : at + len(entries)] = entries  # the mmap: no view made per write
+        last.mapping[at : at + len(entries)] = entries  # the map: no view made per write
         last.wrote_position = at + len(entries)
         self.max_phy_offset = max_phy_offset
 

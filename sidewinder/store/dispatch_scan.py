@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sidewinder.common.native import NATIVE
+from sidewinder.common.native import implementation
 from sidewinder.protocol.message import tags_code
 from sidewinder.protocol.record import (
     BORNHOST_V6_BIT,
@@ -265,4 +265,5 @@ def _parse(
     return end, queue_id, queue_offset, phy, sys_flag, store_ts, topic, bytes(view[props_at:end])
 
 
-scan_segment = NATIVE.scan_segment if NATIVE is not None else scan_segment_py
+# The extension's when it is in use (common/native.py): the same tuple, without the GIL.
+scan_segment = implementation("scan_segment", scan_segment_py)

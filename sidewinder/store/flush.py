@@ -10,6 +10,7 @@ round, not N. An fdatasync error is never swallowed: it fails every waiter and i
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import queue
 import threading
@@ -17,12 +18,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import structlog
 
 from sidewinder.common.histogram import Buckets
-from sidewinder.common.native import NATIVE
+from sidewinder.common.native import implementation
 
 log = structlog.get_logger(__name__)
 
@@ -95,20 +96,20 @@ class ThreadSyncer:
 
 
 class NativeSyncer:
-    """The Rust syncer (sidewinder._native.Syncer): its thread never takes the GIL, so a round
-    starts at once and ends with an eventfd the loop watches."""
+    """The Rust syncer (`native_class`: sidewinder._native.Syncer): its thread never takes the
+    GIL, so a round starts at once and ends with an eventfd the loop watches."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, native_class: Any) -> None:
         self._name = name
+        self._native_class = native_class
         self._eventfd = -1
         self._native: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._done: SyncDone | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop, done: SyncDone) -> None:
-        assert NATIVE is not None
         self._eventfd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        self._native = NATIVE.Syncer(self._eventfd, self._name)
+        self._native = self._native_class(self._eventfd, self._name)
         self._loop, self._done = loop, done
         loop.add_reader(self._eventfd, self._ready)
 
@@ -139,9 +140,15 @@ class NativeSyncer:
         self._native = None
 
 
-def default_syncer(name: str) -> Syncer:
-    """The Rust syncer when the extension is loaded, else the reference."""
-    return NativeSyncer(name) if NATIVE is not None else ThreadSyncer(name)
+def _native_syncer(native_class: Any) -> Callable[[str], Syncer]:
+    return functools.partial(NativeSyncer, native_class=native_class)
+
+
+# A group commit's syncer, made from its thread's name: the Rust one when the extension is in
+# use (common/native.py), else the reference.
+default_syncer = implementation(
+    "Syncer", cast("Callable[[str], Syncer]", ThreadSyncer), _native_syncer
+)
 
 
 class GroupCommit:

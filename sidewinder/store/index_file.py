@@ -12,6 +12,25 @@ Blocks: the header and slots (written anywhere) are allocated when the file is m
 (written in order) a step at a time, ahead of the next one. A full disk then fails an
 allocation (DiskFullError) instead of a write into a page with no block (SIGBUS), and a fresh
 broker does not take its whole index file (420 MB by default) from the disk at once.
+
+One writer, readers on another thread. Keys are written by dispatch, one job at a time under
+the store's dispatch lock: on the dispatch thread (the native put_keys releases the GIL, and
+put_keys_py may lose it between two keys) or on the loop (inline dispatch). Meanwhile lookups
+(QUERY_MESSAGE, a message by key) read the same mapping on the event loop. The writer's bytes:
+
+    per key, in this order: its entry at indexCount (never written before in this run; after a
+    crash, a stale one from the last), then its slot (the entry's number), then the header's
+    running fields with indexCount + 1, as RocketMQ's putKey does. beginTimestamp and
+    beginPhyOffset are set by the first key and stored again unchanged after every other.
+
+A lookup reads the slot, then indexCount, then follows the chain: only numbers above 0 and
+below the count it read, for at most that many links. Python reads a field a byte at a time,
+so a lookup that runs during a write may see a slot or the count mid-store (the native writer
+stores each field in order, but cannot make a reader's bytes one load). It then follows an entry
+that is complete, zeroed (not written yet) or stale, whose hash it compares; and every CommitLog
+offset it finds is checked against that message's own topic and keys (MessageStore's
+query_message). So a lookup racing a write can miss the key being written, as if it had run a
+moment earlier, but never answers with another message, loops, or reads outside the file.
 """
 
 from __future__ import annotations
@@ -24,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sidewinder.common.native import NATIVE
+from sidewinder.common.native import implementation
 from sidewinder.protocol.message import java_string_hash
 from sidewinder.store.mapped_file import DiskFullError, MappedFile
 
@@ -351,5 +370,6 @@ class IndexFile:
         self.file.close()
 
 
-ascii_hash = NATIVE.ascii_hash if NATIVE is not None else ascii_hash_py
-put_keys = NATIVE.put_keys if NATIVE is not None else put_keys_py
+# The extension's when it is in use (common/native.py): the same answers, the same bytes.
+ascii_hash = implementation("ascii_hash", ascii_hash_py)
+put_keys = implementation("put_keys", put_keys_py)

@@ -72,6 +72,8 @@ class MappedFile:
             os.close(self._fd)
             raise
         self.buffer = memoryview(self._map)
+        # The map itself: slicing it gives bytes at once, with no view made per read or write.
+        self.mapping = self._map
         self._mapped = threading.Lock()  # closing is once, whichever thread asks
         # Recovery reads no further: past it a sparse file has holes, and on tmpfs even a read
         # of a hole takes a block (a SIGBUS when the disk is full). See check_found_file.

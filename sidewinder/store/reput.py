@@ -198,7 +198,7 @@ def _read_segment(
     unpack = _LEAN_V4.unpack_from
     readable = segment.read_position
     stop = min(readable, limit)  # records must end by here
-    data = segment.buffer.obj  # the mmap: slicing it gives bytes at once
+    data = segment.mapping  # slicing the map gives bytes at once
     while position < readable:
         if len(records) >= max_records or position >= stop:
             # At the limit: what follows may be a record still being written (a slave's tail).

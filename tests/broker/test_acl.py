@@ -18,12 +18,12 @@ from sidewinder.broker.acl.errors import AclConfigError, AclDenied
 from sidewinder.broker.acl.plain import PlainAccessConfig, PlainAclFiles
 from sidewinder.broker.acl.resources import java_hash_map_order
 from sidewinder.broker.acl.validator import AclValidator
-from sidewinder.client.cli import tool_credentials
 from sidewinder.client.producer import Producer
 from sidewinder.protocol.acl import Credentials, compute_signature, sign_request
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.spark.options import OptionError, ReadOptions
+from sidewinder.tools.mqadmin.access import tool_credentials
 from tests.inprocess import InProcessBroker
 
 PLAIN_ACL = {

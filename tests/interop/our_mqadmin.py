@@ -7,12 +7,36 @@ beside RocketMQ's tool (interop/mqadmin.py runs that one).
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 
 from interop.target import ClusterTarget
+
+REPO_ROOT = Path(__file__).parents[2]
+
+
+@functools.cache
+def scratch_dir() -> str:
+    """This test process's working directory for the tool: consumerStatus writes its running-info
+    dumps (<epoch ms>/<client id>) where it runs, as RocketMQ's does, and the checkout must stay
+    clean. Removed when the process exits."""
+    path = tempfile.mkdtemp(prefix="our-mqadmin-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+def _tool_env(extra: Mapping[str, str] | None) -> dict[str, str]:
+    """This environment with `extra`, and the checkout importable from any working directory."""
+    env = {**os.environ, **(extra or {})}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    return env
 
 
 def ours_run(
@@ -24,7 +48,7 @@ def ours_run(
         [
             sys.executable,
             "-m",
-            "sidewinder.client.cli",
+            "sidewinder.tools.mqadmin",
             args[0],
             "-n",
             target.namesrv_addr,
@@ -34,7 +58,8 @@ def ours_run(
         text=True,
         timeout=60,
         check=False,
-        env={**os.environ, **env} if env else None,
+        env=_tool_env(env),
+        cwd=scratch_dir(),
     )
 
 

@@ -1,5 +1,5 @@
-"""Our mqadmin's export and latency sub-commands (cli_export, cli_latency) beside RocketMQ's
-own tool on every target: the same files, the same lines."""
+"""Our mqadmin's export and latency sub-commands (tools/mqadmin/export.py, latency.py) beside
+RocketMQ's own tool on every target: the same files, the same lines."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Our mqadmin's consumer-group sub-commands (cli_consumers, consumerProgress's Consume TPS)
-beside RocketMQ's own tool on every target, with a stock Java consumer online and with none."""
+"""Our mqadmin's consumer-group sub-commands (tools/mqadmin/consumers.py, consumerProgress's
+Consume TPS) beside RocketMQ's own tool on every target, with a stock Java consumer online and with
+none."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Our mqadmin's message sub-commands (cli_messages, allocateMQ) beside RocketMQ's own tool on
-every target: the same lines, the same figures where they are deterministic."""
+"""Our mqadmin's message sub-commands (tools/mqadmin/messages.py, allocateMQ) beside RocketMQ's
+own tool on every target: the same lines, the same figures where they are deterministic."""
 
 from __future__ import annotations
 

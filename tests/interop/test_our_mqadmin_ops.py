@@ -1,5 +1,6 @@
-"""Our mqadmin's topic, name server and group sub-commands (cli_ops) on every target, printed
-as RocketMQ's tool prints them (tests/interop/test_mqadmin_commands.py has its outputs)."""
+"""Our mqadmin's topic, name server and group sub-commands (tools/mqadmin/topics.py) on every
+target, printed as RocketMQ's tool prints them (tests/interop/test_mqadmin_commands.py has its
+outputs)."""
 
 from __future__ import annotations
 

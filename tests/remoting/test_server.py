@@ -121,6 +121,13 @@ async def test_unknown_code_and_raising_processor_leave_the_connection_usable(
     await client.close()
 
 
+def test_the_table_lists_the_codes_it_registers() -> None:
+    table = ProcessorTable()
+    table.register(Processor(echo), ECHO, SLOW)
+    table.register(Processor(boom), RAISE)
+    assert table.codes() == sorted([ECHO, SLOW, RAISE])
+
+
 @pytest.mark.parametrize("serialize_type", list(SerializeType))
 async def test_replies_keep_the_requests_header_type(
     harness: Harness, serialize_type: SerializeType

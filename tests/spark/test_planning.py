@@ -106,3 +106,10 @@ def test_tls_options(tmp_path: Path) -> None:
     absent = {**verifying, "tls.client.trustCertPath": str(tmp_path / "absent.pem")}
     with pytest.raises(OptionError, match=re.escape("option tls: tls.client.trustCertPath=")):
         ReadOptions.parse(absent, stream=False)
+
+
+def test_limit_rows_keeps_to_the_limit_when_small_queues_round_to_nothing() -> None:
+    big, small, tiny = (MessageQueue("T", "b", n) for n in range(3))
+    starts = {big: 0, small: 0, tiny: 0}
+    ends = limit_rows(starts, {big: 100, small: 1, tiny: 1}, 3)
+    assert ends == {big: 1, small: 1, tiny: 1}  # all three read, three rows in all

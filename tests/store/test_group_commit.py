@@ -169,7 +169,7 @@ def test_the_native_syncer_syncs_real_files_and_reports_refusals(tmp_path: Path)
             outcomes.append(error)
             round_done.set()
 
-        syncer = NativeSyncer("store-group-commit")
+        syncer = NativeSyncer("store-group-commit", NATIVE.Syncer)
         syncer.start(loop, done)
         for fds in (files, [], [read_end], [closed], files):
             for fd in files:
@@ -195,7 +195,9 @@ def test_a_native_group_commit_fails_every_waiter_when_the_sync_is_refused() -> 
     read_end, write_end = os.pipe()  # fdatasync on a pipe: EINVAL, as a refusing disk's EIO
 
     async def run() -> None:
-        commit = GroupCommit(lambda: ([read_end], lambda: 10), syncer=NativeSyncer("gc"))
+        commit = GroupCommit(
+            lambda: ([read_end], lambda: 10), syncer=NativeSyncer("gc", NATIVE.Syncer)
+        )
         commit.start()
         waiters = [commit.durable(10, 5.0), commit.durable(10, 5.0)]
         for waiter in waiters:
@@ -240,7 +242,7 @@ def test_the_native_syncer_answers_a_round_asked_right_before_stop(tmp_path: Pat
 
     async def run() -> list[OSError | None]:
         outcomes: list[OSError | None] = []
-        syncer = NativeSyncer("store-group-commit")
+        syncer = NativeSyncer("store-group-commit", NATIVE.Syncer)
         syncer.start(asyncio.get_running_loop(), outcomes.append)
         os.pwrite(fd, b"x" * 1000, 0)
         syncer.sync([fd])

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sidewinder.protocol import record as record_module
+from sidewinder.common.native import NATIVE
 from sidewinder.protocol.message import (
     MessageConst,
     decode_offset_msg_id,
@@ -34,7 +34,7 @@ from sidewinder.protocol.record import (
 )
 from tests.hot_path import IMPLEMENTATIONS, using
 
-NATIVE_ENCODE = record_module._native_encode_record
+NATIVE_ENCODE = None if NATIVE is None else NATIVE.encode_record
 
 hosts = st.builds(
     Host,

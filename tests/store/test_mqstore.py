@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.interop, pytest.mark.reference_fixtures]
 
 def mqstore(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "sidewinder.store.cli", *args],
+        [sys.executable, "-m", "sidewinder.tools.mqstore", *args],
         capture_output=True,
         text=True,
         timeout=120,

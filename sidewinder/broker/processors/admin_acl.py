@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from typing import NoReturn
 
 import structlog
 
@@ -31,6 +32,7 @@ from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.metadata import DataVersion
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.errors import SidewinderError
 from sidewinder.remoting.dispatch import RequestContext
 
 log = structlog.get_logger(__name__)
@@ -59,9 +61,9 @@ class AclAdmin:
 
     def _refuse(
         self, ctx: RequestContext, request: RemotingCommand, code: ResponseCode, action: str
-    ) -> RemotingCommand:
+    ) -> NoReturn:
         log.warning("broker.acl_disabled", remote=ctx.remote_address, code=request.code)
-        return request.reply(code, remark=self._disabled(action))
+        raise SidewinderError(self._disabled(action), code)
 
     async def _write(
         self,
@@ -85,10 +87,10 @@ class AclAdmin:
                 done = await loop.run_in_executor(None, run)
             except (AclConfigError, OSError) as exc:
                 log.warning("acl.update_failed", code=request.code, error=str(exc))
-                return request.reply(failed, str(exc))
+                raise SidewinderError(str(exc), failed) from None
         if not done:
             log.warning("acl.update_failed", code=request.code, error=failure)
-            return request.reply(failed, failure)
+            raise SidewinderError(failure, failed)
         return request.reply(ResponseCode.SUCCESS)
 
     async def update_access_config(
@@ -97,7 +99,7 @@ class AclAdmin:
         ext = request.ext_fields or {}
         key = ext.get("accessKey", "")
         if self.validator is None:
-            return self._refuse(
+            self._refuse(
                 ctx,
                 request,
                 ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED,
@@ -126,7 +128,7 @@ class AclAdmin:
     ) -> RemotingCommand:
         key = (request.ext_fields or {}).get("accessKey", "")
         if self.validator is None:
-            return self._refuse(
+            self._refuse(
                 ctx,
                 request,
                 ResponseCode.DELETE_ACL_CONFIG_FAILED,
@@ -147,7 +149,7 @@ class AclAdmin:
         ext = request.ext_fields or {}
         addrs = ext.get("globalWhiteAddrs")
         if self.validator is None:
-            return self._refuse(
+            self._refuse(
                 ctx,
                 request,
                 ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
@@ -168,9 +170,7 @@ class AclAdmin:
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand:
         if self.validator is None:
-            return self._refuse(
-                ctx, request, ResponseCode.SYSTEM_ERROR, "report an ACL config version"
-            )
+            self._refuse(ctx, request, ResponseCode.SYSTEM_ERROR, "report an ACL config version")
         snapshot = self.validator.snapshot
         versions = {str(path): version.to_json() for path, version in snapshot.versions.items()}
         ordered = dict(java_hash_map_order(versions))

@@ -19,11 +19,20 @@ from sidewinder.broker.clients import ClientChannel, Clients
 from sidewinder.broker.groups import SubscriptionGroup, SubscriptionGroups
 from sidewinder.broker.offsets import ConsumerOffsets
 from sidewinder.broker.processors.replies import json_body, json_reply
+from sidewinder.protocol.body import Shape
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.errors import SidewinderError
 from sidewinder.protocol.headers import ConsumerGroupHeader, GroupNameHeader
 from sidewinder.remoting.dispatch import RequestContext
+
+# The integer fields of a SubscriptionGroupConfig (SubscriptionGroup.from_json reads them).
+SUBSCRIPTION_GROUP_SHAPE: Shape = {
+    "retryQueueNums": int,
+    "retryMaxTimes": int,
+    "brokerId": int,
+    "whichBrokerWhenConsumeSlowly": int,
+}
 
 
 class GroupAdmin:
@@ -43,7 +52,7 @@ class GroupAdmin:
         self.group_deleted = group_deleted  # the statistics forget the group
 
     async def update_group(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        data = json_body(request, "SubscriptionGroupConfig")
+        data = json_body(request, "SubscriptionGroupConfig", SUBSCRIPTION_GROUP_SHAPE)
         if not data.get("groupName"):
             raise SidewinderError("the body is not a SubscriptionGroupConfig: no groupName")
         self.groups.upsert(SubscriptionGroup.from_json(data))

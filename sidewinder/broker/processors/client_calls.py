@@ -34,6 +34,7 @@ from sidewinder.protocol.client_calls import (
 )
 from sidewinder.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.errors import ConsumerNotOnline, SidewinderError
 from sidewinder.protocol.message import decode_offset_msg_id
 from sidewinder.remoting.connection import Connection, RemotingError, RemotingTimeoutError
 from sidewinder.remoting.dispatch import RequestContext
@@ -80,18 +81,20 @@ class ClientCallsProcessor:
     # -- 222: reset offsets ------------------------------------------------------------------------
     def reset_table(
         self, topic: str, group: str, timestamp_ms: int, force: bool
-    ) -> dict[QueueKey, int] | str:
+    ) -> dict[QueueKey, int]:
         """Each write queue's new offset (Broker2Client.resetOffset): the offset at the time (the
-        queue's end for -1), kept only when forced or behind the committed one; a remark when
+        queue's end for -1), kept only when forced or behind the committed one; a refusal when
         the topic or the group's offsets are unknown here."""
         config = self.topics.get(topic)
         if config is None:
-            return f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}"
+            raise SidewinderError(
+                f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}"
+            )
         table: dict[QueueKey, int] = {}
         for queue_id in range(config.write_queue_nums):
             committed = self.offsets.query(group, topic, queue_id)
             if committed == -1:
-                return f"THe consumer group <{group}> not exist"
+                raise SidewinderError(f"THe consumer group <{group}> not exist")
             if timestamp_ms == -1:
                 at_time = self.store.max_offset_in_queue(topic, queue_id)
             else:
@@ -111,18 +114,13 @@ class ClientCallsProcessor:
             force=header.is_force,
         )
         table = self.reset_table(header.topic, header.group, header.timestamp, header.is_force)
-        if isinstance(table, str):
-            return request.reply(ResponseCode.SYSTEM_ERROR, table)
         channels = self._consumers(header.group)
         if not channels:
-            return request.reply(
-                ResponseCode.CONSUMER_NOT_ONLINE,
+            raise ConsumerNotOnline(
                 f"Consumer not online, so can not reset offset, Group: {header.group} "
-                f"Topic: {header.topic} Timestamp: {header.timestamp}",
+                f"Topic: {header.topic} Timestamp: {header.timestamp}"
             )
-        too_old = next((c for c in channels if c.version < V3_0_7_SNAPSHOT), None)
-        if too_old is not None:
-            return request.reply(ResponseCode.SYSTEM_ERROR, _too_old(too_old))
+        _refuse_too_old(channels)
         # The body form follows the language of the admin's request, as RocketMQ decides it.
         for_cpp = request.language == LanguageCode.CPP
         # The clients get the admin's topic, group and time, not its force flag (Java leaves
@@ -141,13 +139,8 @@ class ClientCallsProcessor:
         header = GetConsumerStatusRequestHeader.from_ext(request.ext_fields)
         channels = self._consumers(header.group)
         if not channels:
-            return request.reply(
-                ResponseCode.SYSTEM_ERROR,
-                f"No Any Consumer online in the consumer group: [{header.group}]",
-            )
-        too_old = next((c for c in channels if c.version < V3_0_7_SNAPSHOT), None)
-        if too_old is not None:
-            return request.reply(ResponseCode.SYSTEM_ERROR, _too_old(too_old))
+            raise SidewinderError(f"No Any Consumer online in the consumer group: [{header.group}]")
+        _refuse_too_old(channels)
         wanted = header.client_addr or ""
         asked = [c for c in channels if not wanted.strip() or c.client_id == wanted][
             : 1 if wanted.strip() else None
@@ -184,23 +177,21 @@ class ClientCallsProcessor:
         ext = dict(request.ext_fields or {})
         ext["brokerName"] = self.config.broker_name
         record_bytes = self._message_bytes(header.msg_id)
-        if isinstance(record_bytes, str):
-            return request.reply(ResponseCode.SYSTEM_ERROR, record_bytes)
         forwarded = _to_client(RequestCode.CONSUME_MESSAGE_DIRECTLY, ext, record_bytes)
         return await self._call_consumer(
             request, header.consumer_group, header.client_id, forwarded
         )
 
-    def _message_bytes(self, msg_id: str | None) -> bytes | str:
-        """The stored record an offsetMsgId names, or a remark naming what is wrong."""
+    def _message_bytes(self, msg_id: str | None) -> bytes:
+        """The stored record an offsetMsgId names; a refusal naming what is wrong."""
         try:
             _, _, phy_offset = decode_offset_msg_id(msg_id or "")
         except ValueError as exc:
-            return f"can not decode the message id: {exc}"
+            raise SidewinderError(f"can not decode the message id: {exc}") from None
         record = self.store.lookup_message_by_offset(phy_offset)
         data = self.store.record_bytes(phy_offset, record.total_size) if record else None
         if data is None:
-            return f"can not find message by the offset, {phy_offset}"
+            raise SidewinderError(f"can not find message by the offset, {phy_offset}")
         return bytes(data)
 
     # -- forwarding ------------------------------------------------------------------------------
@@ -214,14 +205,11 @@ class ClientCallsProcessor:
         """Hand the request to one consumer of the group and its answer back (callConsumer)."""
         channel = self._find_channel(group, client_id)
         if channel is None or not isinstance(channel.connection, Connection):
-            return request.reply(
-                ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online"
-            )
+            raise SidewinderError(f"The Consumer <{group}> <{client_id}> not online")
         if channel.version < V3_1_8_SNAPSHOT:
-            return request.reply(
-                ResponseCode.SYSTEM_ERROR,
+            raise SidewinderError(
                 f"The Consumer <{client_id}> Version <{_version_desc(channel.version)}> too low "
-                "to finish, please upgrade it to V3_1_8_SNAPSHOT",
+                "to finish, please upgrade it to V3_1_8_SNAPSHOT"
             )
         if forwarded is None:
             forwarded = _to_client(
@@ -230,14 +218,13 @@ class ClientCallsProcessor:
         try:
             answer = await channel.connection.invoke(forwarded, self.call_timeout_s)
         except RemotingTimeoutError as exc:
-            return request.reply(
-                ResponseCode.CONSUME_MSG_TIMEOUT, f"consumer <{group}> <{client_id}> Timeout: {exc}"
-            )
+            raise SidewinderError(
+                f"consumer <{group}> <{client_id}> Timeout: {exc}", ResponseCode.CONSUME_MSG_TIMEOUT
+            ) from None
         except (RemotingError, OSError) as exc:
-            return request.reply(
-                ResponseCode.SYSTEM_ERROR,
-                f"invoke consumer <{group}> <{client_id}> Exception: {exc}",
-            )
+            raise SidewinderError(
+                f"invoke consumer <{group}> <{client_id}> Exception: {exc}"
+            ) from None
         return request.reply(
             answer.code,
             answer.remark,
@@ -259,8 +246,13 @@ def _to_client(code: int, ext: dict[str, str], payload: bytes | None = None) -> 
     return RemotingCommand.request(code, ext, payload, language=LanguageCode.JAVA)
 
 
-def _too_old(channel: ClientChannel) -> str:
-    return f"the client does not support this feature. version={_version_desc(channel.version)}"
+def _refuse_too_old(channels: list[ClientChannel]) -> None:
+    """Refuse when a consumer predates V3_0_7 (it cannot take offsets from the broker)."""
+    too_old = next((c for c in channels if c.version < V3_0_7_SNAPSHOT), None)
+    if too_old is not None:
+        raise SidewinderError(
+            f"the client does not support this feature. version={_version_desc(too_old.version)}"
+        )
 
 
 def _version_desc(version: Any) -> str:

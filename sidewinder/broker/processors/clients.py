@@ -15,10 +15,40 @@ from sidewinder.broker.topics import RETRY_GROUP_TOPIC_PREFIX, TopicTable
 from sidewinder.protocol import body
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.errors import SidewinderError, SubscriptionParseFailed
 from sidewinder.protocol.headers import ConsumerGroupHeader, UnregisterClientRequestHeader
 from sidewinder.remoting.dispatch import RequestContext
 
 LOCK_MAX_LIVE_S = 60.0  # rocketmq.broker.rebalance.lockMaxLiveTime
+
+# The parts of HeartbeatData and LockBatchRequestBody this broker reads (protocol/body.py).
+HEARTBEAT_SHAPE: body.Shape = {
+    "clientID": str,
+    "producerDataSet": [{"groupName": str}],
+    "consumerDataSet": [
+        {
+            "groupName": str,
+            "consumeType": str,
+            "messageModel": str,
+            "consumeFromWhere": str,
+            "subscriptionDataSet": [
+                {
+                    "topic": str,
+                    "subString": str,
+                    "subVersion": int,
+                    "expressionType": str,
+                    "tagsSet": [str],
+                    "codeSet": [int],
+                }
+            ],
+        }
+    ],
+}
+LOCK_BATCH_SHAPE: body.Shape = {
+    "consumerGroup": str,
+    "clientId": str,
+    "mqSet": [{"topic": str, "brokerName": str, "queueId": int}],
+}
 
 
 class ClientManageProcessor:
@@ -56,9 +86,7 @@ class ClientManageProcessor:
             group = ConsumerGroupHeader.from_ext(request.ext_fields).consumer_group
             found = self.clients.consumers.get(group)
             if found is None or not found.channels:
-                return request.reply(
-                    ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}"
-                )
+                raise SidewinderError(f"no consumer for this group, {group}")
             return request.reply(
                 ResponseCode.SUCCESS,
                 body=body.dumps({"consumerIdList": found.client_ids()}).encode(),
@@ -70,38 +98,30 @@ class ClientManageProcessor:
     def _check_client_config(self, request: RemotingCommand) -> RemotingCommand:
         """A consumer's subscription before it starts: SQL92 needs enablePropertyFilter and an
         expression that compiles (SUBSCRIPTION_PARSE_FAILED naming it otherwise)."""
-        try:
-            data = _json(request)
-        except ValueError as exc:
-            return request.reply(ResponseCode.SYSTEM_ERROR, f"the body is not JSON: {exc}")
-        sub = data.get("subscriptionData")
+        sub = body.request_object(request).get("subscriptionData")
         if not isinstance(sub, dict):
             return request.reply(ResponseCode.SUCCESS)
         kind = str(sub.get("expressionType") or "TAG")
         if kind.upper() == "TAG":
             return request.reply(ResponseCode.SUCCESS)
         if not self.config.enable_property_filter:
-            return request.reply(
-                ResponseCode.SYSTEM_ERROR,
-                f"The broker does not support consumer to filter message by {kind}",
+            raise SidewinderError(
+                f"The broker does not support consumer to filter message by {kind}"
             )
         if kind.upper() != "SQL92":
             # RocketMQ's FilterFactory has no such filter and the lookup throws.
-            return request.reply(
-                ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"unknown expression type {kind}"
-            )
+            raise SubscriptionParseFailed(f"unknown expression type {kind}")
         expression = str(sub.get("subString") or "")
         try:
             compile_sql(expression)
         except SqlFilterError as exc:
-            return request.reply(
-                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                f"Parse the consumer's subscription[{expression}] failed: {exc}",
-            )
+            raise SubscriptionParseFailed(
+                f"Parse the consumer's subscription[{expression}] failed: {exc}"
+            ) from None
         return request.reply(ResponseCode.SUCCESS)
 
     def _heartbeat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        data = _json(request)
+        data = body.request_object(request, HEARTBEAT_SHAPE)
         language = request.language.name
         self.clients.heartbeat(data, ctx.connection, language, request.version)
         changed = False
@@ -120,17 +140,12 @@ class ClientManageProcessor:
         return request.reply(ResponseCode.SUCCESS)
 
     def _lock(self, request: RemotingCommand) -> RemotingCommand:
-        data = _json(request)
+        data = body.request_object(request, LOCK_BATCH_SHAPE)
         group, client = str(data.get("consumerGroup")), str(data.get("clientId"))
         now = time.monotonic()
         locked = []
         for mq in data.get("mqSet") or []:
-            key = (
-                group,
-                str(mq.get("topic")),
-                str(mq.get("brokerName")),
-                int(mq.get("queueId", 0)),
-            )
+            key = _queue_key(group, mq)
             holder = self.locks.get(key)
             if holder is None or holder[0] == client or now - holder[1] > LOCK_MAX_LIVE_S:
                 self.locks[key] = (client, now)
@@ -140,25 +155,15 @@ class ClientManageProcessor:
         )
 
     def _unlock(self, request: RemotingCommand) -> RemotingCommand:
-        data = _json(request)
+        data = body.request_object(request, LOCK_BATCH_SHAPE)
         group, client = str(data.get("consumerGroup")), str(data.get("clientId"))
         for mq in data.get("mqSet") or []:
-            key = (
-                group,
-                str(mq.get("topic")),
-                str(mq.get("brokerName")),
-                int(mq.get("queueId", 0)),
-            )
+            key = _queue_key(group, mq)
             holder = self.locks.get(key)
             if holder is not None and holder[0] == client:
                 del self.locks[key]
         return request.reply(ResponseCode.SUCCESS)
 
 
-def _json(request: RemotingCommand) -> dict[str, Any]:
-    if not request.body:
-        return {}
-    data = body.loads(request.body_bytes)
-    if not isinstance(data, dict):
-        raise ValueError("the request body is not a JSON object")
-    return data
+def _queue_key(group: str, mq: dict[str, Any]) -> tuple[str, str, str, int]:
+    return (group, str(mq.get("topic")), str(mq.get("brokerName")), int(mq.get("queueId") or 0))

@@ -7,6 +7,7 @@ from sidewinder.broker.topics import TRANS_HALF_TOPIC
 from sidewinder.broker.transactions import COMMIT, ROLLBACK, Transactions
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.errors import SidewinderError
 from sidewinder.protocol.headers import EndTransactionRequestHeader
 from sidewinder.protocol.message import MessageConst
 from sidewinder.remoting.dispatch import RequestContext
@@ -26,20 +27,16 @@ class EndTransactionProcessor:
             return None  # unknown: the check service will ask again
         half = self.store.lookup_message_by_offset(header.commit_log_offset)
         if half is None or half.topic != TRANS_HALF_TOPIC:
-            return request.reply(
-                ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed"
-            )
+            raise SidewinderError("Find prepared transaction message failed")
         props = half.properties()
         if props.get(MessageConst.PRODUCER_GROUP) != header.producer_group:
-            return request.reply(ResponseCode.SYSTEM_ERROR, "The producer group wrong")
+            raise SidewinderError("The producer group wrong")
         if half.queue_offset != header.tran_state_table_offset:
-            return request.reply(
-                ResponseCode.SYSTEM_ERROR, "The transaction state table offset wrong"
-            )
+            raise SidewinderError("The transaction state table offset wrong")
         half = self.transactions.current(half)
         if half.queue_offset in self.transactions.settled:
             return request.reply(ResponseCode.SUCCESS)
         result = await self.transactions.settle(half, commit=header.commit_or_rollback == COMMIT)
         if result is not None and result.status is not PutStatus.PUT_OK:
-            return request.reply(ResponseCode.SYSTEM_ERROR, f"{result.status.name} {result.remark}")
+            raise SidewinderError(f"{result.status.name} {result.remark}")
         return request.reply(ResponseCode.SUCCESS)

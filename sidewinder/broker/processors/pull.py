@@ -1,7 +1,9 @@
 """PULL_MESSAGE (11): read a queue through the store, hold the pull when there is nothing yet.
 
-Statuses map to codes as RocketMQ 4.9's PullMessageProcessor maps them; every reply carries all
-four response header fields (Java rejects one without them).
+Statuses map to codes as RocketMQ 4.9's PullMessageProcessor maps them (`_CODES`: expected
+outcomes, replies); every such reply carries all four response header fields (Java rejects one
+without them). Refusals (no permission, unknown group or topic, a bad queue id or filter) are
+raised, and answered by remoting's dispatcher with their code and remark only, as RocketMQ does.
 """
 
 from __future__ import annotations
@@ -21,6 +23,14 @@ from sidewinder.broker.sql_filter import Predicate, SqlFilterError, compile_sql
 from sidewinder.broker.topics import TopicTable
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.errors import (
+    NoPermission,
+    SidewinderError,
+    SubscriptionGroupNotExist,
+    SubscriptionNotExist,
+    SubscriptionParseFailed,
+    TopicNotExist,
+)
 from sidewinder.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.protocol.subscription import parse_tag_expression
@@ -83,9 +93,7 @@ class PullProcessor:
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand | None:
         header = PullMessageRequestHeader.from_ext(request.ext_fields)
-        refusal, codes, predicate = self._check(request, header)
-        if refusal is not None:
-            return refusal
+        codes, predicate = self._check(header)
         record_filter = _record_filter(predicate) if predicate is not None else None
         await self.store.caught_up()
         response = self._pull(request, header, codes, record_filter)
@@ -118,112 +126,54 @@ class PullProcessor:
         return await answered
 
     def _check(
-        self, request: RemotingCommand, header: PullMessageRequestHeader
-    ) -> tuple[RemotingCommand | None, frozenset[int] | None, Predicate | None]:
-        """A refusal, or the tag codes and SQL92 predicate the pull filters by."""
+        self, header: PullMessageRequestHeader
+    ) -> tuple[frozenset[int] | None, Predicate | None]:
+        """The tag codes and SQL92 predicate the pull filters by; raises the refusals."""
         if not self.config.broker_permission & PERM_READ:
-            return (
-                request.reply(
-                    ResponseCode.NO_PERMISSION,
-                    f"the broker[{self.config.broker_ip1}] pulling message is forbidden",
-                ),
-                None,
-                None,
-            )
+            raise NoPermission(f"the broker[{self.config.broker_ip1}] pulling message is forbidden")
         group = self.groups.find(header.consumer_group)
         if group is None:
-            return (
-                request.reply(
-                    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                    f"subscription group [{header.consumer_group}] does not exist, {FAQ.strip()}",
-                ),
-                None,
-                None,
+            raise SubscriptionGroupNotExist(
+                f"subscription group [{header.consumer_group}] does not exist, {FAQ.strip()}"
             )
         if not group.consume_enable:
-            return (
-                request.reply(
-                    ResponseCode.NO_PERMISSION,
-                    f"subscription group no permission, {header.consumer_group}",
-                ),
-                None,
-                None,
-            )
+            raise NoPermission(f"subscription group no permission, {header.consumer_group}")
         topic = self.topics.get(header.topic)
         if topic is None:
-            return (
-                request.reply(
-                    ResponseCode.TOPIC_NOT_EXIST,
-                    f"topic[{header.topic}] not exist, apply first please!{FAQ}",
-                ),
-                None,
-                None,
-            )
+            raise TopicNotExist(f"topic[{header.topic}] not exist, apply first please!{FAQ}")
         if not topic.perm & PERM_READ:
-            return (
-                request.reply(
-                    ResponseCode.NO_PERMISSION,
-                    f"the topic[{header.topic}] pulling message is forbidden",
-                ),
-                None,
-                None,
-            )
+            raise NoPermission(f"the topic[{header.topic}] pulling message is forbidden")
         if not 0 <= header.queue_id < topic.read_queue_nums:
-            return (
-                request.reply(
-                    ResponseCode.SYSTEM_ERROR,
-                    f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
-                    f"topicConfig.readQueueNums:[{topic.read_queue_nums}] "
-                    f"consumer:[{header.consumer_group}]",
-                ),
-                None,
-                None,
+            raise SidewinderError(
+                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
+                f"topicConfig.readQueueNums:[{topic.read_queue_nums}] "
+                f"consumer:[{header.consumer_group}]"
             )
         if header.sys_flag & FLAG_SUBSCRIPTION:
             kind = (header.expression_type or "TAG").upper()
             if kind == "TAG":
-                return None, parse_tag_expression(header.subscription)[1], None
-            return self._sql(request, kind, header.subscription or "")
+                return parse_tag_expression(header.subscription)[1], None
+            return None, self._sql(kind, header.subscription or "")
         subscription = self.clients.subscription(header.consumer_group, header.topic)
         if subscription is None:
             if header.consumer_group not in self.clients.consumers:
-                return (
-                    request.reply(
-                        ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                        f"the consumer's group info not exist{FAQ}",
-                    ),
-                    None,
-                    None,
-                )
-            return (
-                request.reply(
-                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                    f"the consumer's subscription not exist{FAQ}",
-                ),
-                None,
-                None,
-            )
+                raise SubscriptionNotExist(f"the consumer's group info not exist{FAQ}")
+            raise SubscriptionNotExist(f"the consumer's subscription not exist{FAQ}")
         if subscription.expression_type.upper() != "TAG":
-            return self._sql(request, subscription.expression_type.upper(), subscription.sub_string)
-        return None, subscription.codes, None
+            return None, self._sql(subscription.expression_type.upper(), subscription.sub_string)
+        return subscription.codes, None
 
-    def _sql(
-        self, request: RemotingCommand, kind: str, expression: str
-    ) -> tuple[RemotingCommand | None, frozenset[int] | None, Predicate | None]:
+    def _sql(self, kind: str, expression: str) -> Predicate:
         if kind != "SQL92" or not self.config.enable_property_filter:
-            refusal = request.reply(
-                ResponseCode.SYSTEM_ERROR,
-                f"The broker does not support consumer to filter message by {kind}",
+            raise SidewinderError(
+                f"The broker does not support consumer to filter message by {kind}"
             )
-            return refusal, None, None
         try:
-            return None, None, compiled(expression)
+            return compiled(expression)
         except SqlFilterError as exc:
-            refusal = request.reply(
-                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                f"parse the consumer's subscription[{expression}] failed: {exc}",
-            )
-            return refusal, None, None
+            raise SubscriptionParseFailed(
+                f"parse the consumer's subscription[{expression}] failed: {exc}"
+            ) from None
 
     def _pull(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.errors import SidewinderError
 from sidewinder.protocol.headers import (
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
@@ -26,9 +27,7 @@ class QueryProcessor:
             record = self.store.lookup_message_by_offset(offset)
             data = self.store.record_bytes(offset, record.total_size) if record else None
             if data is None:
-                return request.reply(
-                    ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}"
-                )
+                raise SidewinderError(f"can not find message by the offset, {offset}")
             return request.reply(ResponseCode.SUCCESS, body=bytes(data))
         header = QueryMessageRequestHeader.from_ext(request.ext_fields)
         max_num = header.max_num

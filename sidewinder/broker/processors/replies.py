@@ -14,7 +14,7 @@ from sidewinder.protocol import body
 from sidewinder.protocol.body import ObjectKey
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
-from sidewinder.protocol.errors import SidewinderError
+from sidewinder.protocol.errors import BodyError
 from sidewinder.remoting.dispatch import RequestContext
 
 log = structlog.get_logger(__name__)
@@ -47,12 +47,17 @@ def message_queue(broker_name: str, topic: str, queue_id: int) -> dict[str, Any]
     return {"brokerName": broker_name, "queueId": queue_id, "topic": topic}
 
 
-def json_body(request: RemotingCommand, what: str) -> dict[str, Any]:
-    """The request's JSON object body; a SYSTEM_ERROR naming `what` was expected otherwise."""
+def json_body(
+    request: RemotingCommand, what: str, shape: body.Shape | None = None
+) -> dict[str, Any]:
+    """The request's JSON object body, of `shape` when given; a SYSTEM_ERROR naming `what`
+    was expected otherwise (BodyError)."""
     try:
         data = body.loads(request.body_bytes) if request.body else None
     except ValueError as exc:
-        raise SidewinderError(f"the body is not a {what}: {exc}") from None
+        raise BodyError(f"the body is not a {what}: {exc}") from None
     if not isinstance(data, dict):
-        raise SidewinderError(f"the body is not a {what}")
+        raise BodyError(f"the body is not a {what}")
+    if shape is not None:
+        body.check_shape(data, shape, f"the body is not a {what}:")
     return data

@@ -12,6 +12,7 @@ from sidewinder.broker.schedule import schedule_for_delay
 from sidewinder.broker.topics import RETRY_GROUP_TOPIC_PREFIX, TopicTable
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.errors import NoPermission, SidewinderError, SubscriptionGroupNotExist
 from sidewinder.protocol.headers import ConsumerSendMsgBackRequestHeader
 from sidewinder.protocol.message import MessageConst, encode_offset_msg_id
 from sidewinder.protocol.record import message_from_record
@@ -45,22 +46,14 @@ class SendBackProcessor:
         header = ConsumerSendMsgBackRequestHeader.from_ext(request.ext_fields)
         group = self.groups.find(header.group)
         if group is None:
-            return request.reply(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group not exist, {header.group}",
-            )
+            raise SubscriptionGroupNotExist(f"subscription group not exist, {header.group}")
         if not self.config.broker_permission & PERM_WRITE:
-            return request.reply(
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{self.config.broker_ip1}] sending message is forbidden",
-            )
+            raise NoPermission(f"the broker[{self.config.broker_ip1}] sending message is forbidden")
         if group.retry_queue_nums <= 0:
             return request.reply(ResponseCode.SUCCESS)
         record = self.store.lookup_message_by_offset(header.offset)
         if record is None:
-            return request.reply(
-                ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}"
-            )
+            raise SidewinderError(f"look message by offset failed, {header.offset}")
         props = record.properties()
         props.setdefault(MessageConst.RETRY_TOPIC, record.topic)
         props[MessageConst.WAIT_STORE_MSG_OK] = "false"
@@ -105,4 +98,4 @@ class SendBackProcessor:
         if result.status is PutStatus.PUT_OK:
             self.sent_back(header.group, props[MessageConst.RETRY_TOPIC])
             return request.reply(ResponseCode.SUCCESS)
-        return request.reply(ResponseCode.SYSTEM_ERROR, f"{result.status.name} {result.remark}")
+        raise SidewinderError(f"{result.status.name} {result.remark}")

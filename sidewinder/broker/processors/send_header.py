@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from sidewinder.common.native import NATIVE
+from sidewinder.common.native import implementation
 from sidewinder.protocol.codes import RequestCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.codec import FrameError, decode_json_header
@@ -117,4 +117,4 @@ def _fields(command: RemotingCommand) -> SendV2Fields | None:
     )
 
 
-send_v2_fields = send_v2_fields_py if NATIVE is None else NATIVE.send_v2_fields
+send_v2_fields = implementation("send_v2_fields", send_v2_fields_py)
