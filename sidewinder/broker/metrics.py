@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -63,6 +64,7 @@ PROCESSORS = {
 }
 _STORAGE = {"storage_type": "local", "storage_medium": "disk"}
 _CONSUME_MODES = {"CONSUME_ACTIVELY": "pull", "CONSUME_PASSIVELY": "push"}
+_Family = TypeVar("_Family", CounterMetricFamily, GaugeMetricFamily)
 _SYSTEM_GROUP_PREFIX = "cid_rmq_sys_"
 
 
@@ -137,9 +139,7 @@ class BrokerMetrics(Collector):
         yield from self._flushes()
         yield rpc_latency_metric(self.sources.rpc, self.base)
 
-    def _family(
-        self, kind: type[CounterMetricFamily | GaugeMetricFamily], name: str, doc: str, *labels: str
-    ) -> CounterMetricFamily | GaugeMetricFamily:
+    def _family(self, kind: type[_Family], name: str, doc: str, *labels: str) -> _Family:
         return kind(name, doc, labels=[*self.base, *labels])
 
     def _traffic_in(self) -> Iterator[CounterMetricFamily | HistogramMetricFamily]:
@@ -193,8 +193,8 @@ class BrokerMetrics(Collector):
         for group in clients.consumers.values():
             mode = _CONSUME_MODES.get(group.consume_type, "push")
             for channel in group.channels.values():
-                key = (group.name, _language(channel.language), str(channel.version), mode)
-                consumers[key] = consumers.get(key, 0) + 1
+                group_key = (group.name, _language(channel.language), str(channel.version), mode)
+                consumers[group_key] = consumers.get(group_key, 0) + 1
         family = self._family(
             GaugeMetricFamily,
             "rocketmq_consumer_connections",
