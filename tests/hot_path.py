@@ -12,7 +12,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from sidewinder.broker.processors import send_batch, send_header
+from sidewinder.broker.send import header as send_header
+from sidewinder.broker.send import request as send_request
 from sidewinder.common.native import NATIVE
 from sidewinder.protocol import batch_record, message, record
 from sidewinder.store import dispatch_scan, flush, index_file, reput
@@ -31,7 +32,7 @@ def use_python(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(record, "_native_encode_record", None)
     monkeypatch.setattr(batch_record, "_native_batch_sizes", None)
     monkeypatch.setattr(batch_record, "_native_encode_batch", None)
-    monkeypatch.setattr(send_batch, "send_v2_fields", send_header.send_v2_fields_py)
+    monkeypatch.setattr(send_request, "send_v2_fields", send_header.send_v2_fields_py)
 
 
 def choose(implementation: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,11 +22,20 @@ import struct
 from typing import ClassVar
 
 from sidewinder.common.native import NATIVE
-from sidewinder.protocol.record import MAX_PROPERTIES_LENGTH, MessageToStore, encode_record_py
+from sidewinder.protocol.record import (
+    MAX_PROPERTIES_LENGTH,
+    TRANSACTION_TYPE_MASK,
+    MessageSysFlag,
+    MessageToStore,
+    encode_record,
+    encode_record_py,
+)
 
 # An entry's head: totalSize, magic, bodyCRC, flag, bodyLen (MAGICCODE and BODYCRC unchecked,
 # as RocketMQ's broker leaves them).
 _ENTRY = struct.Struct(">iiiii")
+# Half and rolled-back transaction messages take no queue offset.
+_UNCOUNTED = (int(MessageSysFlag.TRANSACTION_PREPARED), int(MessageSysFlag.TRANSACTION_ROLLBACK))
 
 
 class BatchToStore:
@@ -40,6 +49,7 @@ class BatchToStore:
         "phys",
         "queue_id",
         "record_size",
+        "records",
         "shared",
         "stored_sys_flag",
         "topic",
@@ -60,10 +70,14 @@ class BatchToStore:
         self.queue_id = shared.queue_id
         self.stored_sys_flag = shared.stored_sys_flag
         self.phys: list[int] = []  # each record's physical offset, once appended
+        # The messages themselves, when they were built one by one (batch_of_messages).
+        self.records: list[MessageToStore] | None = None
 
     def first_properties(self) -> bytes:
         """The properties its first message is stored with (the store's rule for a batch's
         WAIT reads them)."""
+        if self.records is not None:
+            return self.records[0].properties
         data = self.data
         props_at = 20 + _ENTRY.unpack_from(data)[4]
         end = props_at + 2 + (data[props_at] << 8 | data[props_at + 1])
@@ -80,6 +94,17 @@ def batch_to_store(data: bytes, shared: MessageToStore, cluster: bytes) -> Batch
         return None
     count, variable = sized
     return BatchToStore(data, shared, cluster, count, count * shared.record_size + variable)
+
+
+def batch_of_messages(messages: list[MessageToStore]) -> BatchToStore:
+    """A batch of messages built one by one (of one topic and queue, sharing their header's
+    fields): a batch whose messages a send diverted each on its own (into the timer topic), or
+    a transactional one. Appended as one item, its records stay in one segment."""
+    first = messages[0]
+    size = sum(message.record_size for message in messages)
+    batch = BatchToStore(b"", first, b"", len(messages), size)
+    batch.records = messages
+    return batch
 
 
 def batch_sizes_py(data: bytes, cluster_length: int) -> tuple[int, int] | None:
@@ -174,7 +199,13 @@ def encode_batch(
     store_timestamp: int,
 ) -> list[int]:
     """encode_batch_py's records, byte for byte; natively in one call when the extension is
-    loaded (which also refuses, before writing anything, a buffer without room: IndexError)."""
+    loaded (which also refuses, before writing anything, a buffer without room: IndexError).
+    A batch of built messages is written record by record; half and rolled-back transaction
+    messages take no queue offset (0), as CommitLog.doAppend writes them."""
+    if batch.records is not None:
+        return _encode_records(
+            batch.records, buffer, position, queue_offset, phy_offset, store_timestamp
+        )
     native = _native_encode_batch
     if native is None:
         return encode_batch_py(
@@ -207,6 +238,30 @@ def encode_batch(
         queue_offset,
         phy_offset,
     )
+
+
+def _encode_records(
+    records: list[MessageToStore],
+    buffer: bytearray | memoryview,
+    position: int,
+    queue_offset: int,
+    phy_offset: int,
+    store_timestamp: int,
+) -> list[int]:
+    counted = records[0].stored_sys_flag & TRANSACTION_TYPE_MASK not in _UNCOUNTED
+    phys: list[int] = []
+    at = 0
+    for n, message in enumerate(records):
+        phys.append(phy_offset + at)
+        at += encode_record(
+            message,
+            buffer,
+            position + at,
+            queue_offset=queue_offset + n if counted else 0,
+            phy_offset=phy_offset + at,
+            store_timestamp=store_timestamp,
+        )
+    return phys
 
 
 _native_batch_sizes = None if NATIVE is None else NATIVE.batch_sizes

@@ -28,7 +28,12 @@ import structlog
 from sidewinder.common.deadline import expire_after
 from sidewinder.protocol.batch_record import BatchToStore
 from sidewinder.protocol.message import KEY_SEPARATOR, MessageConst, property_value
-from sidewinder.protocol.record import Host, MessageRecord, MessageToStore
+from sidewinder.protocol.record import (
+    END_FILE_MIN_BLANK_LENGTH,
+    Host,
+    MessageRecord,
+    MessageToStore,
+)
 from sidewinder.store.checkpoint import StoreCheckpoint
 from sidewinder.store.cleanup import Cleanup
 from sidewinder.store.commit_log import AppendResult, AppendStatus, CommitLog, QueueKey
@@ -1006,6 +1011,25 @@ class MessageStore:
             self.pool.available if self.pool is not None else 2**31 - 1
         )
         return info
+
+    # -- the CommitLog's limits, for callers that check a send before appending it ----------------
+    @property
+    def max_message_size(self) -> int:
+        """maxMessageSize: the largest message (or batch) the CommitLog takes."""
+        return self.commit_log.max_message_size
+
+    def largest_record(self) -> int:
+        """The largest record (or batch of records) an append takes: maxMessageSize, and what a
+        segment holds besides its blank end."""
+        files = self.commit_log.files
+        return min(self.commit_log.max_message_size, files.file_size - END_FILE_MIN_BLANK_LENGTH)
+
+    def segment_room(self) -> int:
+        """Bytes the next append has in the CommitLog's segment: what the current one has left,
+        or a whole segment's when there is none or it is full (the append makes the next)."""
+        files = self.commit_log.files
+        last = files.last_file
+        return files.file_size if last is None or last.is_full else last.remaining
 
 
 def _wants_wait(message: MessageToStore) -> bool:

@@ -26,12 +26,19 @@ from interop.capture import is_response, read_capture
 from interop.fixtures import ensure_fixture
 from sidewinder.broker.config import PERM_READ, BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
-from sidewinder.broker.processors.send import BatchError, SendProcessor, decode_batch
-from sidewinder.broker.processors.send_batch import SendReplyFrames, strip_wait
-from sidewinder.broker.processors.send_header import batch_header_parses
+from sidewinder.broker.send import SendProcessor, SendRequest
+from sidewinder.broker.send.header import batch_header_parses
+from sidewinder.broker.send.reply import SendReplies, SendReplyFrames
+from sidewinder.broker.send.route import BatchError, Routed, decode_batch, strip_wait
 from sidewinder.broker.topics import TopicConfig, TopicTable
 from sidewinder.common.native import NATIVE
-from sidewinder.protocol.batch_record import batch_messages_py, encode_batch
+from sidewinder.protocol.batch_record import (
+    BatchToStore,
+    batch_messages_py,
+    batch_of_messages,
+    batch_to_store,
+    encode_batch,
+)
 from sidewinder.protocol.codes import RequestCode, ResponseCode, SerializeType
 from sidewinder.protocol.command import ONEWAY_FLAG, RemotingCommand
 from sidewinder.protocol.headers import SEND_V2_NAMES, HeaderError, SendMessageRequestHeader
@@ -51,8 +58,7 @@ from sidewinder.protocol.record import (
 from sidewinder.remoting.codec import FrameDecoder, RawFrame, decode_raw, encode_frame
 from sidewinder.remoting.dispatch import ProcessorTable
 from sidewinder.remoting.server import RemotingServer
-from sidewinder.store.commit_log import AppendResult, AppendStatus
-from sidewinder.store.message_store import MessageStore, PutResult, PutStatus
+from sidewinder.store.message_store import MessageStore
 from tests.hot_path import IMPLEMENTATIONS, using
 
 TOPIC = "BatchLane"
@@ -72,12 +78,9 @@ def test_the_reply_template_is_the_generic_reply_byte_for_byte(
 ) -> None:
     store_host = Host(bytes([10, 1, 2, 3]), 10911)
     config = BrokerConfig.from_properties({"regionId": region, "traceOn": str(trace_on).lower()})
-    processor = SendProcessor.__new__(SendProcessor)
-    processor.config = config
-    processor.store_host = store_host
-    request = RemotingCommand(RequestCode.SEND_MESSAGE_V2, opaque=opaque)
-    append = AppendResult(AppendStatus.PUT_OK, phy, 100, queue_offset, 1, 0, (phy,), store_host)
-    generic = processor.reply(request, PutResult(PutStatus.PUT_OK, append), queue_id)
+    request = _request(RequestCode.SEND_MESSAGE_V2, opaque)
+    routed = Routed(MessageToStore(TOPIC.encode(), queue_id, b"", b""), True, queue_id)
+    generic = SendReplies(config, store_host).stored(request, routed, phy, queue_offset)
     fast = SendReplyFrames(region, trace_on, store_host).success(
         opaque, phy, queue_id, queue_offset
     )
@@ -211,13 +214,13 @@ async def _broker(
     table_of_topics.upsert(TopicConfig(READ_ONLY, 4, 4, PERM_READ))
     groups = SubscriptionGroups(root / "config", auto_create=True)
     send = SendProcessor(config, store, table_of_topics, groups, max_delay_level=18)
-    send.lane.enabled = lane != "process"
+    send.chunks = lane != "process"
     table = ProcessorTable()
     table.register(
         send, RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE
     )
     if lane == "frames":
-        table.set_frame_lane(send.lane, RequestCode.SEND_MESSAGE_V2)
+        table.set_frame_lane(send, RequestCode.SEND_MESSAGE_V2)
     server = RemotingServer(table, config.server)
     port = await server.start("127.0.0.1", 0)
     try:
@@ -286,7 +289,7 @@ async def _serve_and_send(
             records = [_fields(r) for r in store.commit_log.records()]
         finally:
             client.close()
-    return _served(root, got, records, send.lane.batched)
+    return _served(root, got, records, send.batched)
 
 
 def _served(
@@ -365,7 +368,9 @@ def test_the_lane_answers_and_stores_as_process_does(tmp_path: Path, flush: str,
     # the order may differ), every field but the store timestamp and the offsets.
     assert sorted(served.records) == sorted(reference.records)  # type: ignore[type-var]
     assert len(served.records) == 9  # all but the send to a queue that does not exist
-    assert (reference.batched, served.batched) == (0, 6)  # 0-3, 7, 9 are plain
+    # A chunk at a time: all stored but the send to a topic to be made (6), which waits for
+    # the name servers: 0-3, 7, 9 plain, 4 delayed, 8 with a negative flag.
+    assert (reference.batched, served.batched) == (0, 8)
     for fields in served.records:
         topic, properties = fields[0], fields[3]
         assert isinstance(properties, bytes)
@@ -518,7 +523,9 @@ def _refused_batches() -> tuple[list[bytes], int, int]:
         _batch(16, _messages(16, 3)),  # plain
         _send(17, properties="UNIQ_KEY\x01" + "1" * 32),  # plain
     ]
-    return frames, len(frames), 2 + 3 + 1
+    # A chunk at a time: all stored but the sends to topics to be made (4, 5): 0, 16 and 17
+    # plain, 7 transactional, 8 with DELAY in the batch's header, 14 given a queue.
+    return frames, len(frames), 2 + 2 + 2 + 2 + 3 + 1
 
 
 @pytest.mark.parametrize("lane", ["batch", "frames"])
@@ -562,7 +569,7 @@ def test_a_batch_the_segment_cannot_hold_starts_the_next_one_as_in_process(
     conf = {"mappedFileSizeCommitLog": str(64 * 1024)}
     reference, served = _both(tmp_path, lane, "ASYNC_FLUSH", frames, len(frames), conf=conf)
     assert len(reference.commit_log) >= 3  # the chunk crossed segment ends
-    assert 0 < served.batched < 24 * 9  # the lane took the sends before the first end
+    assert served.batched == 24 * 9  # one append for the chunk, rolling where it must
     assert served.frames == reference.frames
     assert served.commit_log == reference.commit_log
     assert served.queues == reference.queues
@@ -621,7 +628,7 @@ def _processor(store_host: Host) -> SendProcessor:
     topics = TopicTable(config, Path("/nonexistent"))
     groups = SubscriptionGroups(Path("/nonexistent"), auto_create=False)
     processor = SendProcessor(config, None, topics, groups)  # type: ignore[arg-type]
-    processor.store_host = processor.lane.store_host = store_host
+    processor.store_host = processor.router.store_host = store_host
     return processor
 
 
@@ -633,16 +640,12 @@ def _processor(store_host: Host) -> SendProcessor:
 def test_the_batch_reply_template_is_the_generic_reply_byte_for_byte(
     store_host: Host, count: int, region: str, trace_on: bool
 ) -> None:
-    processor = _processor(store_host)
-    processor.config = BrokerConfig.from_properties(
-        {"regionId": region, "traceOn": str(trace_on).lower()}
-    )
+    config = BrokerConfig.from_properties({"regionId": region, "traceOn": str(trace_on).lower()})
     phys = [(1 << 40) + 1234 * n for n in range(count)]
-    request = RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, opaque=2**31 - 1)
-    append = AppendResult(
-        AppendStatus.PUT_OK, phys[0], 1234 * count, 77, count, 0, tuple(phys), store_host
-    )
-    generic = processor.reply(request, PutResult(PutStatus.PUT_OK, append), 5)
+    request = _request(RequestCode.SEND_BATCH_MESSAGE, 2**31 - 1)
+    batch = batch_of_messages([MessageToStore(TOPIC.encode(), 5, b"", b"")] * count)
+    batch.phys = phys
+    generic = SendReplies(config, store_host).stored(request, Routed(batch, True, 5), phys[0], 77)
     fast = SendReplyFrames(region, trace_on, store_host).success_many(2**31 - 1, phys, 5, 77)
     assert fast == encode_frame(generic)
 
@@ -654,10 +657,8 @@ def _decoded_the_reference_way(
         entries = decode_batch(body)
     except BatchError:
         return None
-    header = SendMessageRequestHeader(
-        "g", TOPIC, "TBW102", 4, fields[3], fields[4], fields[5], 0, reconsume_times=fields[7]
-    )
-    return processor._messages(header, TOPIC, fields[3], entries, born) or None
+    request = _fields_request(RequestCode.SEND_BATCH_MESSAGE, fields, body)
+    return processor.router._messages(request, TOPIC, fields[3], entries, born) or None
 
 
 def _same_messages(got: list[MessageToStore], expected: list[MessageToStore]) -> None:
@@ -719,7 +720,7 @@ def test_batch_bodies_are_read_and_stored_as_decode_batch_reads_them(
             body[at % len(body)] = byte
     fields = (1, 0, TOPIC, 3, sys_flag, 1_700_000_000_123, 0, 2, "")
     with using(implementation):
-        got = processor.lane._batch(bytes(body), TOPIC.encode(), fields, born)
+        got = _fast_batch(processor, bytes(body), fields, born)
         expected = _decoded_the_reference_way(processor, bytes(body), fields, born)
         if expected is None:
             assert got is None
@@ -752,7 +753,7 @@ def test_the_native_batch_encoder_refuses_before_writing() -> None:
     processor = _processor(Host(bytes([10, 1, 2, 3]), 10911))
     body = _entry(0, b"hello", b"TAGS\x01a") + _entry(7, b"", b"")
     fields = (1, 0, TOPIC, 3, 0, 1_700_000_000_123, 0, 2, "")
-    batch = processor.lane._batch(body, TOPIC.encode(), fields, BORN_V4)
+    batch = _fast_batch(processor, body, fields, BORN_V4)
     assert batch is not None and batch.count == 2
     short = bytearray(batch.record_size - 1)
     with pytest.raises(IndexError):
@@ -827,10 +828,10 @@ def test_a_batch_header_goes_the_lane_where_a_single_send_s_would(
         **changes,
     }
     fields = (1, 0, *header.values())
-    target = processor.lane._target(fields)  # type: ignore[arg-type]
-    plain = processor.lane._plain(fields, b"body", BORN_V4, 1 << 20)  # type: ignore[arg-type]
-    assert target == (None if plain is None else plain[0].topic)
-    assert (target is not None) == taken
+    batch = _fields_request(RequestCode.SEND_BATCH_MESSAGE, fields, _entry(0, b"body", b""))
+    single = _fields_request(RequestCode.SEND_MESSAGE_V2, fields, b"body")
+    targets = {processor.router._target(request) for request in (batch, single)}
+    assert targets == {header["name"].encode() if taken else None}
 
 
 @pytest.mark.interop
@@ -866,3 +867,38 @@ def _raw_frame(frame: bytes) -> RawFrame:
     decoder.feed(frame)
     (raw,) = decoder.frames()
     return raw
+
+
+def _request(code: int, opaque: int) -> SendRequest:
+    return SendRequest(code, opaque, 0, SerializeType.JSON, TOPIC, 0, 0, 0, 0, 0, "", b"")
+
+
+def _fields_request(code: int, fields: tuple[Any, ...], body: bytes) -> SendRequest:
+    """A request as the frame decoder reads it from send_v2_fields's tuple."""
+    opaque, flag, topic, queue_id, sys_flag, born_timestamp, msg_flag, reconsume, props = fields
+    return SendRequest(
+        code,
+        opaque,
+        flag,
+        SerializeType.JSON,
+        topic,
+        queue_id,
+        sys_flag,
+        born_timestamp,
+        msg_flag,
+        reconsume,
+        props,
+        body,
+        complete=False,
+    )
+
+
+def _fast_batch(
+    processor: SendProcessor, body: bytes, fields: tuple[Any, ...], born: Host
+) -> BatchToStore | None:
+    """The batch the route step's fast path builds, or None where it leaves the body to the
+    full step (which refuses it)."""
+    request = _fields_request(RequestCode.SEND_BATCH_MESSAGE, fields, body)
+    router = processor.router
+    shared = router._shared(request, TOPIC.encode(), request.queue_id, born)
+    return batch_to_store(body, shared, router.cluster_property)

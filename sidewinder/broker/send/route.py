@@ -1,0 +1,458 @@
+"""The one check-and-route step of a send: what the store gets, or the refusal raised.
+
+    routed = router.route_now(request, born, remote)   # None: it must wait (see below)
+    routed = await router.route(request, born, remote)
+    appended = store.append_many(routed.items)
+
+In order, as RocketMQ's SendMessageProcessor: msgCheck (check.py: the broker's write
+permission for order topics, the topic's name, forbidden topics, auto-creation, the queue id),
+the topic's write permission, the queue (a random one for queueId < 0), then for a single send
+retry -> DLQ at maxReconsumeTimes, the timer topic (TIMER_* properties), the schedule topic
+(DELAY), the transaction half (refused under rejectTransactionMessage), and WAIT stripped from
+a plain message; for a batch, its body decoded (a timer batch diverted message by message).
+Every stored message ends with the CLUSTER property. The CommitLog's limits are checked here so
+a send the store cannot take is refused with its remark before anything is appended.
+
+`_fast` is the shortcut for the plain case (an existing writable topic and queue, no property
+that asks for more, numbers in range): it builds what the full checks would build, without
+them. `route_now` is the whole step without waiting; it gives None only where the step must
+wait for the name servers to hear of a topic it makes (a topic auto-created, a %DLQ% one), or
+for a request read by a fast decoder that did not read what the full checks need.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
+
+from sidewinder.broker.config import PERM_WRITE, BrokerConfig
+from sidewinder.broker.groups import SubscriptionGroups
+from sidewinder.broker.schedule import schedule_for_delay
+from sidewinder.broker.send.check import FAQ, check_topic, msg_check, plain_topic_name
+from sidewinder.broker.send.request import SendRequest
+from sidewinder.broker.timer import TIMER_MARK, TimerRefusal, TimerSettings, timer_for_send
+from sidewinder.broker.topics import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    TIMER_TOPIC,
+    TopicConfig,
+    TopicTable,
+)
+from sidewinder.broker.transactions import to_half
+from sidewinder.protocol.batch_record import BatchToStore, batch_of_messages, batch_to_store
+from sidewinder.protocol.codes import ResponseCode
+from sidewinder.protocol.errors import NoPermission, SidewinderError
+from sidewinder.protocol.message import MessageConst, property_value, without_property
+from sidewinder.protocol.record import (
+    END_FILE_MIN_BLANK_LENGTH,
+    MAX_PROPERTIES_LENGTH,
+    TRANSACTION_TYPE_MASK,
+    Host,
+    MessageToStore,
+)
+from sidewinder.store.message_store import MessageStore
+
+_BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+Item = MessageToStore | BatchToStore
+
+
+class MessageIllegal(SidewinderError):
+    code = ResponseCode.MESSAGE_ILLEGAL
+
+
+class BatchError(MessageIllegal):
+    """A SEND_BATCH_MESSAGE body that does not decode."""
+
+
+class Routed:
+    """What the store gets for one send, whether its producer waits for it to be settled, and
+    the queue id its reply names (the one it asked for or was given, before any diversion)."""
+
+    __slots__ = ("item", "queue_id", "wait")
+
+    def __init__(self, item: Item, wait: bool, queue_id: int) -> None:
+        self.item = item
+        self.wait = wait
+        self.queue_id = queue_id
+
+
+def decode_batch(data: bytes) -> list[tuple[int, bytes, bytes]]:
+    """(flag, body, properties) of each message of a batch body (MessageDecoder.decodes)."""
+    messages = []
+    at = 0
+    while at < len(data):
+        if at + _BATCH_HEAD.size > len(data):
+            raise BatchError(f"batch entry at byte {at} is truncated")
+        total, _, _, flag, body_len = _BATCH_HEAD.unpack_from(data, at)
+        body_at = at + _BATCH_HEAD.size
+        props_len_at = body_at + body_len
+        if body_len < 0 or props_len_at + 2 > len(data):
+            raise BatchError(f"batch entry at byte {at} has a bad body length {body_len}")
+        (props_len,) = struct.unpack_from(">h", data, props_len_at)
+        end = props_len_at + 2 + props_len
+        if props_len < 0 or end > len(data) or (total and at + total != end):
+            raise BatchError(f"batch entry at byte {at} does not add up")
+        messages.append((flag, data[body_at:props_len_at], data[props_len_at + 2 : end]))
+        at = end
+    return messages
+
+
+def strip_wait(properties: str) -> tuple[str, bool]:
+    """The properties less WAIT, and whether the producer waits for the flush (RocketMQ: unless
+    WAIT is "false"). A plain message is stored without it, as RocketMQ 4.9 stores it."""
+    at = properties.find("WAIT\x01")
+    while at > 0 and properties[at - 1] != "\x02":  # the tail of another name
+        at = properties.find("WAIT\x01", at + 1)
+    if at == -1:
+        return properties, True
+    end = properties.find("\x02", at)
+    if end == -1:
+        value = properties[at + 5 :]
+        rest = properties[: max(at - 1, 0)]
+    else:
+        value = properties[at + 5 : end]
+        rest = properties[:at] + properties[end + 1 :]
+    if "WAIT\x01" in rest:  # another one: all go, the first one says
+        rest, _ = strip_wait(rest)
+    return rest, value.lower() != "false"
+
+
+def _waits(properties: bytes) -> bool:
+    wait = property_value(properties, MessageConst.WAIT_STORE_MSG_OK)
+    return wait is None or wait.lower() != "false"
+
+
+class SendRouter:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MessageStore,
+        topics: TopicTable,
+        groups: SubscriptionGroups,
+        store_host: Host,
+        max_delay_level: int = 0,
+        timer: TimerSettings | None = None,
+        topics_changed: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.store_host = store_host
+        self.max_delay_level = max_delay_level
+        self.timer = timer  # None: timer properties are left alone, as RocketMQ 4 does
+        # Persist topics and tell the name servers, returning once they know (the app's).
+        self.topics_changed = topics_changed or _nothing_to_tell
+        self.cluster_property = f"{MessageConst.CLUSTER}\x01{config.broker_cluster_name}".encode()
+        self._cluster_tail = b"\x02" + self.cluster_property
+        # Topic names the fast path may send to: name -> its bytes, or b"" for one it may not.
+        self._plain_names: dict[str, bytes] = {}
+
+    # -- the step ----------------------------------------------------------------------------------
+    def route_now(self, request: SendRequest, born: Host, remote: str) -> Routed | None:
+        """The step without waiting: what to store, the refusal raised, or None when it must
+        wait (a topic to make and tell the name servers of) or needs the full decode."""
+        routed = self._fast(request, born)
+        if routed is not None or not request.complete:
+            return routed
+        topic = check_topic(self.config, self.topics, request, remote)
+        if topic is None:
+            return None
+        return self._checked(request, topic, born, may_create=False)
+
+    async def route(self, request: SendRequest, born: Host, remote: str) -> Routed:
+        """The whole step, topics made (and the name servers told) where it needs to."""
+        routed = self.route_now(request, born, remote)
+        if routed is not None:
+            return routed
+        topic = await msg_check(self.config, self.topics, request, remote, self.topics_changed)
+        known_topics = len(self.topics.topics)
+        routed = self._checked(request, topic, born, may_create=True)
+        assert routed is not None
+        if len(self.topics.topics) != known_topics:
+            await self.topics_changed()  # a %DLQ% topic made for this send
+        return routed
+
+    def _checked(
+        self, request: SendRequest, topic: TopicConfig, born: Host, *, may_create: bool
+    ) -> Routed | None:
+        """Past msgCheck: the write permission, the queue, then the message(s) to store (None:
+        a %DLQ% topic to make, which `may_create` does not allow)."""
+        if not topic.perm & PERM_WRITE:
+            raise NoPermission(f"the topic[{request.topic}] sending message is forbidden")
+        queue_id = request.queue_id
+        if queue_id < 0:
+            queue_id = random.randrange(max(topic.write_queue_nums, 1))
+        if request.batch:
+            return self._batch(request, queue_id, born)
+        return self._single(request, queue_id, born, may_create)
+
+    def _single(
+        self, request: SendRequest, queue_id: int, born: Host, may_create: bool
+    ) -> Routed | None:
+        """A half, a timed, a delayed or a plain message (into %DLQ% at max reconsume)."""
+        topic, stored_queue = request.topic, queue_id
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # RocketMQ 4.9 does this for no batch
+            group = self._dead_letter_at_max(request)
+            if group is not None:
+                dlq = f"{DLQ_GROUP_TOPIC_PREFIX}{group}"
+                if self.topics.get(dlq) is None and not may_create:
+                    return None  # to be made, and the name servers told, before it is stored
+                topic, stored_queue = self.topics.create_dlq_topic(group).topic_name, 0
+        entry = (request.msg_flag, request.body, request.properties.encode())
+        message = self._messages(request, topic, stored_queue, (entry,), born)[0]
+        wait = _waits(entry[2])  # what the producer asked for, whatever is stored
+        if "TRAN_MSG\x01true" in request.properties:
+            if self.config.reject_transaction_message:
+                raise NoPermission(
+                    f"the broker[{self.config.broker_ip1}] sending transaction message is forbidden"
+                )
+            message = to_half(message)
+        else:
+            message = self._timed(message)
+            if message.topic_name != TIMER_TOPIC:  # diverted keeps WAIT, as a delayed one does
+                message = self._delayed_or_plain(message)
+        problem = self.store.illegal(message)
+        if problem:
+            raise MessageIllegal(problem)
+        return Routed(message, wait, queue_id)
+
+    def _batch(self, request: SendRequest, queue_id: int, born: Host) -> Routed:
+        entries = decode_batch(request.body)
+        if not entries:
+            raise MessageIllegal("the batch is empty")
+        messages = self._timed_batch(
+            self._messages(request, request.topic, queue_id, entries, born)
+        )
+        total = 0
+        for message in messages:
+            problem = self.store.illegal(message)
+            if problem:
+                raise MessageIllegal(problem)
+            total += message.record_size
+        if len(messages) > 1:
+            self._check_batch_size(total)
+        diverted = messages[0].topic_name == TIMER_TOPIC
+        if diverted or request.sys_flag & TRANSACTION_TYPE_MASK:
+            batch = batch_of_messages(messages)
+        else:
+            shared = self._shared(request, request.topic.encode(), queue_id, born)
+            found = batch_to_store(request.body, shared, self.cluster_property)
+            assert found is not None, "a body decode_batch reads and the CommitLog takes"
+            batch = found
+        return Routed(batch, _waits(messages[0].properties), queue_id)
+
+    def _check_batch_size(self, total: int) -> None:
+        """CommitLog's rule for a batch: all its records in one segment, within maxMessageSize."""
+        max_size = self.store.max_message_size
+        if total > max_size:
+            raise MessageIllegal(f"batch of {total} bytes is larger than maxMessageSize {max_size}")
+        largest = self.store.largest_record()
+        if total > largest:
+            raise MessageIllegal(
+                f"batch of {total} bytes cannot fit a mappedFileSizeCommitLog "
+                f"{largest + END_FILE_MIN_BLANK_LENGTH} segment"
+            )
+
+    # -- the fast path -----------------------------------------------------------------------------
+    def _fast(self, request: SendRequest, born: Host) -> Routed | None:
+        """What the full checks would route a plain send to, or None for one that needs them:
+        a topic to create or refuse, a retry, delayed, timed or transactional send, a number out
+        of range, a record the CommitLog refuses."""
+        topic_bytes = self._target(request)
+        if topic_bytes is None:
+            return None
+        if request.batch:
+            # A timer message's properties are its own, in the body (a match is only slower).
+            if b"TIMER_DEL" in request.body:
+                return None
+            shared = self._shared(request, topic_bytes, request.queue_id, born)
+            batch = batch_to_store(request.body, shared, self.cluster_property)
+            if batch is None or batch.record_size > self.store.largest_record():
+                return None
+            return Routed(batch, _waits(batch.first_properties()), request.queue_id)
+        properties, wait = strip_wait(request.properties)
+        encoded = properties.encode("utf-8", "surrogateescape").rstrip(b"\x02")
+        message = MessageToStore(
+            topic_bytes,
+            request.queue_id,
+            request.body,
+            encoded + self._cluster_tail if encoded else self.cluster_property,
+            request.msg_flag,
+            request.sys_flag,
+            request.born_timestamp,
+            born,
+            self.store_host,
+            request.reconsume_times,
+        )
+        # A plain name is at most 127 ASCII characters and the numbers fit: what is left of
+        # CommitLog.illegal is the sizes.
+        if (
+            message.record_size > self.store.largest_record()
+            or len(message.properties) > MAX_PROPERTIES_LENGTH
+        ):
+            return None
+        return Routed(message, wait, request.queue_id)
+
+    def _target(self, request: SendRequest) -> bytes | None:
+        """The topic name, encoded, of a send the fast path may take; None for one it may not."""
+        if (
+            request.sys_flag & TRANSACTION_TYPE_MASK
+            or not INT32_MIN <= request.sys_flag <= INT32_MAX
+            or not INT32_MIN <= request.msg_flag <= INT32_MAX
+            or not INT32_MIN <= request.reconsume_times <= INT32_MAX
+            or not INT64_MIN <= request.born_timestamp <= INT64_MAX
+            or not self.config.broker_permission & PERM_WRITE
+        ):
+            return None
+        name = request.topic
+        topic_bytes = self._plain_names.get(name)
+        if topic_bytes is None:
+            topic_bytes = self._plain_name(name)
+        topic = self.topics.topics.get(name)
+        properties = request.properties
+        if (
+            not topic_bytes
+            or topic is None
+            or not topic.perm & PERM_WRITE
+            or request.queue_id < 0
+            or (
+                request.queue_id >= topic.write_queue_nums
+                and request.queue_id >= topic.read_queue_nums
+            )
+            or "DELAY\x01" in properties
+            or "TIMER_DEL" in properties
+            or "TRAN_MSG\x01" in properties
+        ):
+            return None
+        return topic_bytes
+
+    def _plain_name(self, name: str) -> bytes:
+        if len(self._plain_names) > 100_000:
+            self._plain_names.clear()
+        encoded = name.encode() if plain_topic_name(name) else b""
+        self._plain_names[name] = encoded
+        return encoded
+
+    # -- building messages -------------------------------------------------------------------------
+    def _shared(
+        self, request: SendRequest, topic: bytes, queue_id: int, born: Host
+    ) -> MessageToStore:
+        """The header's fields every message of a batch shares (no body, no properties)."""
+        return MessageToStore(
+            topic,
+            queue_id,
+            b"",
+            b"",
+            0,
+            request.sys_flag,
+            request.born_timestamp,
+            born,
+            self.store_host,
+            request.reconsume_times,
+        )
+
+    def _messages(
+        self,
+        request: SendRequest,
+        topic: str,
+        queue_id: int,
+        entries: Sequence[tuple[int, bytes, bytes]],
+        born: Host,
+    ) -> list[MessageToStore]:
+        """What is stored of each (flag, body, properties), the header's fields shared."""
+        topic_bytes, store_host = topic.encode(), self.store_host
+        sys_flag, born_ts = request.sys_flag, request.born_timestamp
+        reconsume, with_cluster = request.reconsume_times, self.with_cluster
+        return [
+            MessageToStore(
+                topic_bytes,
+                queue_id,
+                body,
+                with_cluster(properties),
+                flag,
+                sys_flag,
+                born_ts,
+                born,
+                store_host,
+                reconsume,
+            )
+            for flag, body, properties in entries
+        ]
+
+    def with_cluster(self, properties: bytes) -> bytes:
+        """Add the CLUSTER property; like RocketMQ 4.9's messageProperties2String, no trailing
+        separator (ali-ons reads an empty property from one)."""
+        properties = properties.rstrip(b"\x02")
+        if not properties:
+            return self.cluster_property
+        return properties + self._cluster_tail
+
+    def _dead_letter_at_max(self, request: SendRequest) -> str | None:
+        """A send to %RETRY%group (a consumer's fallback when CONSUMER_SEND_MSG_BACK failed)
+        that has been consumed maxReconsumeTimes goes to %DLQ%group instead: the group, None to
+        keep the retry topic; the refusal raised (handleRetryAndDLQ)."""
+        group_name = request.topic.removeprefix(RETRY_GROUP_TOPIC_PREFIX)
+        group = self.groups.find(group_name)
+        if group is None:
+            raise SidewinderError(
+                f"subscription group not exist, {group_name} {FAQ}",
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            )
+        max_times = request.max_reconsume_times
+        if max_times is None:
+            max_times = group.retry_max_times
+        if request.reconsume_times < max_times:
+            return None
+        return group_name
+
+    def _timed(self, message: MessageToStore) -> MessageToStore:
+        """Into the timer topic when TIMER_* properties ask for a later time (RocketMQ 5's
+        handleScheduleMessage hook), or the refusal raised."""
+        if self.timer is None or TIMER_MARK not in message.properties:
+            return message
+        timed = timer_for_send(message, self.timer, int(time.time() * 1000))
+        if isinstance(timed, TimerRefusal):
+            raise SidewinderError(timed.remark, timed.code)
+        return timed
+
+    def _timed_batch(self, messages: list[MessageToStore]) -> list[MessageToStore]:
+        """A batch's messages that ask for a time, each into the timer topic with its own.
+        RocketMQ 5 reads only the batch's own properties (which a Java client leaves without
+        them) and stores the messages as they are; a batch being one topic and queue, one
+        that mixes timer messages with others is refused."""
+        if self.timer is None or not any(TIMER_MARK in m.properties for m in messages):
+            return messages
+        now_ms = int(time.time() * 1000)
+        diverted = []
+        for message in messages:
+            timed = timer_for_send(message, self.timer, now_ms, divert_due=True)
+            if isinstance(timed, TimerRefusal):
+                raise SidewinderError(timed.remark, timed.code)
+            diverted.append(timed)
+        into_timer = [m.topic_name == TIMER_TOPIC for m in diverted]
+        if any(into_timer) and not all(into_timer):
+            raise MessageIllegal("a batch mixes timer messages with others; send them apart")
+        return diverted
+
+    def _delayed_or_plain(self, message: MessageToStore) -> MessageToStore:
+        """Into the schedule topic when DELAY asks for it; a plain message is stored without
+        the WAIT property, as RocketMQ 4.9 stores it (a delayed one keeps it: CommitLog
+        rebuilds the properties from the map the send processor had put WAIT back into)."""
+        if self.max_delay_level:
+            scheduled = schedule_for_delay(message, self.max_delay_level)
+            if scheduled is not message:
+                return scheduled
+        properties = without_property(message.properties, MessageConst.WAIT_STORE_MSG_OK)
+        if properties is message.properties:
+            return message
+        return replace(message, properties=properties)
+
+
+async def _nothing_to_tell() -> None:
+    """topics_changed for a router with no app around it (tests)."""
