@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from operator import attrgetter
 
 from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
@@ -45,6 +46,7 @@ from sidewinder.store.message_store import AppendedMany, MessageStore, PutStatus
 
 # One send of a chunk: the request, and what the route step made of it.
 Ask = tuple[SendRequest, Routed]
+_COUNT = attrgetter("count")  # how many messages an item holds
 
 
 class SendProcessor:
@@ -116,14 +118,14 @@ class SendProcessor:
         started = time.perf_counter() if self.latency is not None else 0.0
         remote = ctx.remote_address
         born = self.born_host(remote)
-        route_now = self.router.route_now
+        route_now, largest = self.router.route_now, self.router.fast_limit()
         asks: list[Ask] = []
         refused: list[bytes] = []
         others: list[RemotingCommand] = []
         for command in commands:
             try:
                 request = request_from_command(command)
-                routed = route_now(request, born, remote)
+                routed = route_now(request, born, remote, largest)
             except Exception as exc:
                 refused.append(self._refused_frame(command, exc, started))
                 continue
@@ -143,16 +145,17 @@ class SendProcessor:
         started = time.perf_counter() if self.latency is not None else 0.0
         remote = ctx.remote_address
         born = self.born_host(remote)
-        route_now = self.router.route_now
+        route_now, largest = self.router.route_now, self.router.fast_limit()
         asks: list[Ask] = []
         others: list[RawFrame] = []
         for frame in frames:
             request = request_from_frame(frame)
-            routed = None if request is None else route_now(request, born, remote)
-            if routed is None:
-                others.append(frame)
-            else:
-                asks.append((request, routed))  # type: ignore[arg-type]
+            if request is not None:
+                routed = route_now(request, born, remote, largest)
+                if routed is not None:
+                    asks.append((request, routed))
+                    continue
+            others.append(frame)
         if asks:
             self._store_and_answer(ctx, asks, [], started)
         return others
@@ -166,14 +169,16 @@ class SendProcessor:
     def _store_and_answer(
         self, ctx: RequestContext, asks: list[Ask], refused: list[bytes], started: float
     ) -> None:
-        appended = self.store.append_many([routed.item for _, routed in asks])
+        items = [routed.item for _, routed in asks]
+        appended = self.store.append_many(items)
         answered = len(appended.phy_offsets)  # the first ones
-        self.batched += sum(routed.item.count for _, routed in asks[:answered])
-        now: list[int] = []  # indexes answered at once
+        self.batched += sum(map(_COUNT, items[:answered]))
+        now: range | list[int] = range(answered)  # indexes answered at once
         later: list[int] = []  # answered once settled
-        late = self.store.acknowledges_late
-        for n in range(answered):
-            (later if late and asks[n][1].wait else now).append(n)
+        if self.store.acknowledges_late:
+            now = []
+            for n in range(answered):
+                (later if asks[n][1].wait else now).append(n)
         frames = self._stored_frames(asks, appended, now)
         replies = self.replies
         for n in range(answered, len(asks)):
@@ -227,12 +232,12 @@ class SendProcessor:
             self._observe(asks, indexes, code, started)
 
     def _stored_frames(
-        self, asks: list[Ask], appended: AppendedMany, indexes: list[int]
+        self, asks: list[Ask], appended: AppendedMany, indexes: range | list[int]
     ) -> list[bytes]:
         """The SUCCESS replies to stored sends (none to a oneway one)."""
-        stored_frame = self.replies.stored_frame
-        phys, offsets = appended.phy_offsets, appended.queue_offsets
-        return [stored_frame(*asks[n], phys[n], offsets[n]) for n in indexes]
+        return self.replies.stored_frames(
+            asks, appended.phy_offsets, appended.queue_offsets, indexes
+        )
 
     # -- rocketmq_rpc_latency ----------------------------------------------------------------------
     def _observe(

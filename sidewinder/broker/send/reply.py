@@ -1,7 +1,7 @@
 """The one reply encoder of a send: stored, not stored, or refused.
 
     replies = SendReplies(config, store_host)
-    frame = replies.stored_frame(request, routed, phy_offsets, queue_offset)   # SUCCESS, bytes
+    frames = replies.stored_frames(asks, phy_offsets, queue_offsets, indexes)  # SUCCESS, bytes
     command = replies.stored(request, routed, phy_offsets, queue_offset, status, remark)
     command = replies.refused(request, error)       # remoting.dispatch's error_reply
 
@@ -13,6 +13,7 @@ serialize type, and every other outcome, is encoded the generic way.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable, Sequence
 
 import orjson
 
@@ -99,22 +100,38 @@ class SendReplies:
         self.store_host = store_host
         self._frames = SendReplyFrames(config.region_id, config.trace_on, store_host)
 
-    def stored_frame(self, request: SendRequest, routed: Routed, phy: int, offset: int) -> bytes:
-        """SUCCESS to a stored send, encoded (b"" for a oneway one)."""
-        if request.flag & ONEWAY_FLAG:
-            return b""
-        if request.serialize_type is not SerializeType.JSON:
-            return encode_frame(self.stored(request, routed, phy, offset))
+    def stored_frames(
+        self,
+        asks: Sequence[tuple[SendRequest, Routed]],
+        phys: list[int],
+        offsets: list[int],
+        indexes: Iterable[int],
+    ) -> list[bytes]:
+        """SUCCESS to stored sends (`asks[n]` stored at `phys[n]`, `offsets[n]`), encoded;
+        none to a oneway one."""
         frames = self._frames
         config = self.config
         if frames.key != (config.region_id, config.trace_on):
             frames = self._frames = SendReplyFrames(
                 config.region_id, config.trace_on, self.store_host
             )
-        item = routed.item
-        if isinstance(item, BatchToStore):
-            return frames.success_many(request.opaque, item.phys, routed.queue_id, offset)
-        return frames.success(request.opaque, phy, routed.queue_id, offset)
+        success, json = frames.success, SerializeType.JSON
+        out: list[bytes] = []
+        for n in indexes:
+            request, routed = asks[n]
+            if request.flag & ONEWAY_FLAG:
+                continue
+            item = routed.item
+            if request.serialize_type is not json:
+                out.append(encode_frame(self.stored(request, routed, phys[n], offsets[n])))
+            elif item.batch:
+                assert isinstance(item, BatchToStore)
+                out.append(
+                    frames.success_many(request.opaque, item.phys, routed.queue_id, offsets[n])
+                )
+            else:
+                out.append(success(request.opaque, phys[n], routed.queue_id, offsets[n]))
+        return out
 
     def stored(
         self,
