@@ -9,6 +9,7 @@ check-and-route step, one store write and one reply encoder.
   field names, V2's and a batch's short ones; the reference) and a raw JSON frame (header.py's
   `send_v2_fields`, natively in native/src/send_header.rs: only a faster decoder of the same
   type).
+- body.py: what a body and properties say (a batch body's messages, WAIT).
 - check.py: msgCheck (shared with SEND_REPLY_MESSAGE's processor).
 - route.py: the one check-and-route step. It raises refusals (protocol/errors.py, with
   RocketMQ's codes and remarks) and gives what the store gets (a MessageToStore, or a

@@ -23,7 +23,6 @@ for a request read by a fast decoder that did not read what the full checks need
 from __future__ import annotations
 
 import random
-import struct
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
@@ -32,6 +31,7 @@ from typing import NamedTuple
 from sidewinder.broker.config import PERM_WRITE, BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.schedule import schedule_for_delay
+from sidewinder.broker.send.body import MessageIllegal, decode_batch, strip_wait, waits
 from sidewinder.broker.send.check import FAQ, check_topic, msg_check, plain_topic_name
 from sidewinder.broker.send.request import SendRequest
 from sidewinder.broker.timer import TIMER_MARK, TimerRefusal, TimerSettings, timer_for_send
@@ -46,7 +46,7 @@ from sidewinder.broker.transactions import to_half
 from sidewinder.protocol.batch_record import BatchToStore, batch_of_messages, batch_to_store
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.errors import NoPermission, SidewinderError
-from sidewinder.protocol.message import MessageConst, property_value, without_property
+from sidewinder.protocol.message import MessageConst, without_property
 from sidewinder.protocol.record import (
     END_FILE_MIN_BLANK_LENGTH,
     MAX_PROPERTIES_LENGTH,
@@ -56,18 +56,9 @@ from sidewinder.protocol.record import (
 )
 from sidewinder.store.message_store import MessageStore
 
-_BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 Item = MessageToStore | BatchToStore
-
-
-class MessageIllegal(SidewinderError):
-    code = ResponseCode.MESSAGE_ILLEGAL
-
-
-class BatchError(MessageIllegal):
-    """A SEND_BATCH_MESSAGE body that does not decode."""
 
 
 class Routed(NamedTuple):
@@ -81,52 +72,6 @@ class Routed(NamedTuple):
 
 # Routed from a tuple, at C speed (the fast path makes one per message): _new(Routed, ...).
 _new = tuple.__new__
-
-
-def decode_batch(data: bytes) -> list[tuple[int, bytes, bytes]]:
-    """(flag, body, properties) of each message of a batch body (MessageDecoder.decodes)."""
-    messages = []
-    at = 0
-    while at < len(data):
-        if at + _BATCH_HEAD.size > len(data):
-            raise BatchError(f"batch entry at byte {at} is truncated")
-        total, _, _, flag, body_len = _BATCH_HEAD.unpack_from(data, at)
-        body_at = at + _BATCH_HEAD.size
-        props_len_at = body_at + body_len
-        if body_len < 0 or props_len_at + 2 > len(data):
-            raise BatchError(f"batch entry at byte {at} has a bad body length {body_len}")
-        (props_len,) = struct.unpack_from(">h", data, props_len_at)
-        end = props_len_at + 2 + props_len
-        if props_len < 0 or end > len(data) or (total and at + total != end):
-            raise BatchError(f"batch entry at byte {at} does not add up")
-        messages.append((flag, data[body_at:props_len_at], data[props_len_at + 2 : end]))
-        at = end
-    return messages
-
-
-def strip_wait(properties: str) -> tuple[str, bool]:
-    """The properties less WAIT, and whether the producer waits for the flush (RocketMQ: unless
-    WAIT is "false"). A plain message is stored without it, as RocketMQ 4.9 stores it."""
-    at = properties.find("WAIT\x01")
-    while at > 0 and properties[at - 1] != "\x02":  # the tail of another name
-        at = properties.find("WAIT\x01", at + 1)
-    if at == -1:
-        return properties, True
-    end = properties.find("\x02", at)
-    if end == -1:
-        value = properties[at + 5 :]
-        rest = properties[: max(at - 1, 0)]
-    else:
-        value = properties[at + 5 : end]
-        rest = properties[:at] + properties[end + 1 :]
-    if "WAIT\x01" in rest:  # another one: all go, the first one says
-        rest, _ = strip_wait(rest)
-    return rest, value.lower() != "false"
-
-
-def _waits(properties: bytes) -> bool:
-    wait = property_value(properties, MessageConst.WAIT_STORE_MSG_OK)
-    return wait is None or wait.lower() != "false"
 
 
 class SendRouter:
@@ -269,7 +214,7 @@ class SendRouter:
                 topic, stored_queue = self.topics.create_dlq_topic(group).topic_name, 0
         entry = (request.msg_flag, request.body, request.properties.encode())
         message = self._messages(request, topic, stored_queue, (entry,), born)[0]
-        wait = _waits(entry[2])  # what the producer asked for, whatever is stored
+        wait = waits(entry[2])  # what the producer asked for, whatever is stored
         if "TRAN_MSG\x01true" in request.properties:
             if self.config.reject_transaction_message:
                 raise NoPermission(
@@ -308,7 +253,7 @@ class SendRouter:
             found = batch_to_store(request.body, shared, self.cluster_property)
             assert found is not None, "a body decode_batch reads and the CommitLog takes"
             batch = found
-        return Routed(batch, _waits(messages[0].properties), queue_id)
+        return Routed(batch, waits(messages[0].properties), queue_id)
 
     def _check_batch_size(self, total: int) -> None:
         """CommitLog's rule for a batch: all its records in one segment, within maxMessageSize."""
@@ -336,7 +281,7 @@ class SendRouter:
         batch = batch_to_store(body, shared, self.cluster_property)
         if batch is None or batch.record_size > largest:
             return None
-        return _new(Routed, (batch, _waits(batch.first_properties()), request.queue_id))
+        return _new(Routed, (batch, waits(batch.first_properties()), request.queue_id))
 
     def _plain_name(self, name: str) -> bytes:
         if len(self._plain_names) > 100_000:

@@ -1,8 +1,11 @@
-"""The send lane (SendLane: plain SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE, a chunk at a time)
-against its reference, `process`: the same frames, pipelined into one write to a real server
-over a real store, get the same replies and store the same records whichever path serves them;
-where the lane takes every send of the chunk, the same reply frames, CommitLog bytes and
-ConsumeQueue files. Plus the lane's helpers against the functions the reference path uses."""
+"""The send pipeline (sidewinder/broker/send/) from the wire: the same frames, pipelined into
+one write to a real server over a real store, served one request at a time (`process`), a
+chunk of decoded requests at a time (`take_batch`) or a chunk of frames read by the fast header
+reader (`take_frames`): the golden replies and store files of the send path it replaced (at
+the end), and the same replies and records whichever entry serves them; where no send of the
+chunk waits for a topic to be made, the same reply frames, CommitLog bytes and ConsumeQueue
+files. Plus the route step's shortcut and the reply templates against the full step and the
+generic encoder."""
 
 from __future__ import annotations
 
@@ -30,9 +33,10 @@ from interop.fixtures import ensure_fixture
 from sidewinder.broker.config import PERM_READ, BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.send import SendProcessor, SendRequest
+from sidewinder.broker.send.body import BatchError, decode_batch, strip_wait
 from sidewinder.broker.send.header import batch_header_parses
 from sidewinder.broker.send.reply import SendReplies, SendReplyFrames
-from sidewinder.broker.send.route import BatchError, Routed, decode_batch, strip_wait
+from sidewinder.broker.send.route import Routed
 from sidewinder.broker.topics import TopicConfig, TopicTable
 from sidewinder.common.native import NATIVE
 from sidewinder.protocol.batch_record import (
