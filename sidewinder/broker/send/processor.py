@@ -32,7 +32,7 @@ from sidewinder.broker.send.request import (
     request_from_command,
     request_from_frame,
 )
-from sidewinder.broker.send.route import Routed, SendRouter
+from sidewinder.broker.send.route import Item, Routed, SendRouter
 from sidewinder.broker.timer import TimerSettings
 from sidewinder.broker.topics import TopicTable
 from sidewinder.protocol.codes import ResponseCode
@@ -120,6 +120,7 @@ class SendProcessor:
         born = self.born_host(remote)
         route_now, largest = self.router.route_now, self.router.fast_limit()
         asks: list[Ask] = []
+        items: list[Item] = []
         refused: list[bytes] = []
         others: list[RemotingCommand] = []
         for command in commands:
@@ -133,8 +134,9 @@ class SendProcessor:
                 others.append(command)
             else:
                 asks.append((request, routed))
+                items.append(routed[0])
         if asks or refused:
-            self._store_and_answer(ctx, asks, refused, started)
+            self._store_and_answer(ctx, asks, items, refused, started)
         return others
 
     def take_frames(self, ctx: RequestContext, frames: list[RawFrame]) -> list[RawFrame]:
@@ -147,6 +149,7 @@ class SendProcessor:
         born = self.born_host(remote)
         route_now, largest = self.router.route_now, self.router.fast_limit()
         asks: list[Ask] = []
+        items: list[Item] = []
         others: list[RawFrame] = []
         for frame in frames:
             request = request_from_frame(frame)
@@ -154,10 +157,11 @@ class SendProcessor:
                 routed = route_now(request, born, remote, largest)
                 if routed is not None:
                     asks.append((request, routed))
+                    items.append(routed[0])
                     continue
             others.append(frame)
         if asks:
-            self._store_and_answer(ctx, asks, [], started)
+            self._store_and_answer(ctx, asks, items, [], started)
         return others
 
     def _refused_frame(self, command: RemotingCommand, exc: Exception, started: float) -> bytes:
@@ -167,9 +171,15 @@ class SendProcessor:
         return b"" if command.flag & ONEWAY_FLAG else encode_frame(response)
 
     def _store_and_answer(
-        self, ctx: RequestContext, asks: list[Ask], refused: list[bytes], started: float
+        self,
+        ctx: RequestContext,
+        asks: list[Ask],
+        items: list[Item],
+        refused: list[bytes],
+        started: float,
     ) -> None:
-        items = [routed.item for _, routed in asks]
+        """Append the chunk's items (`items[n]` is `asks[n]`'s) and answer: at once, or once
+        settled for a producer that waits; `refused`: the chunk's refusals, encoded."""
         appended = self.store.append_many(items)
         answered = len(appended.phy_offsets)  # the first ones
         self.batched += sum(map(_COUNT, items[:answered]))

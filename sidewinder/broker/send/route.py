@@ -137,11 +137,12 @@ class SendRouter:
                 routed = self._fast_batch(request, topic_bytes, born, largest)
             else:
                 properties, wait = strip_wait(properties)
+                encoded = properties.encode("utf-8", "surrogateescape").rstrip(b"\x02")
                 message = MessageToStore(
                     topic_bytes,
                     queue_id,
                     request.body,
-                    self.with_cluster(properties.encode("utf-8", "surrogateescape")),
+                    encoded + self._cluster_tail if encoded else self.cluster_property,
                     msg_flag,
                     sys_flag,
                     born_ts,
