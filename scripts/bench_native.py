@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sidewinder.broker.processors.send_header import send_v2_fields_py
+from sidewinder.broker.send.header import send_v2_fields_py
 from sidewinder.common.native import NATIVE
 from sidewinder.protocol import record
 from sidewinder.protocol.message import encode_properties, java_string_hash_py

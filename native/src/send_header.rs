@@ -273,7 +273,7 @@ fn parse_ext<'a>(p: &mut Parser<'a>) -> Option<Ext<'a>> {
     }
 }
 
-/// `digits` of send_batch.py: a non-negative decimal of 1..=width ASCII digits.
+/// `digits` of broker/send/header.py: a non-negative decimal of 1..=width ASCII digits.
 fn digits(text: Option<&str>, width: usize) -> Option<i64> {
     let text = text?;
     if text.is_empty() || text.len() > width || !text.bytes().all(|b| b.is_ascii_digit()) {

@@ -36,12 +36,12 @@ from sidewinder.broker.processors.offsets import OffsetProcessor
 from sidewinder.broker.processors.pull import PullProcessor
 from sidewinder.broker.processors.query import QueryProcessor
 from sidewinder.broker.processors.reply_message import ReplyProcessor
-from sidewinder.broker.processors.send import SendProcessor, host_of
 from sidewinder.broker.processors.send_back import SendBackProcessor
 from sidewinder.broker.pull_stats import PullStats
 from sidewinder.broker.registration import Registration
 from sidewinder.broker.routes import AdminHandlers, build_routes
 from sidewinder.broker.schedule import ScheduleService
+from sidewinder.broker.send import SendProcessor, host_of
 from sidewinder.broker.stats_manager import MINUTE_SAMPLE_MS, BrokerStatsManager
 from sidewinder.broker.timer import TimerService, TimerSettings, snap_precision
 from sidewinder.broker.topics import TopicTable
@@ -137,7 +137,7 @@ class BrokerApp:
             config.timer_max_delay_sec,
         )
         # rocketmq_rpc_latency, when metrics are on: the processors' `process` calls are
-        # timed by wrapping them (_metrics_server); the send lane times its own chunks.
+        # timed by wrapping them (_metrics_server); the send processor times its own.
         prom = config.metrics_exporter_type is MetricsExporterType.PROM
         self.rpc_latency = RpcLatency() if prom else None
         self.acl = self._acl_validator()
@@ -256,7 +256,12 @@ class BrokerApp:
         rpc = self.rpc_latency
         if rpc is None:
             return None
-        table.instrument(lambda processor: Timed(processor, rpc))
+        # The send processor times its own requests, a chunk at a time.
+        table.instrument(
+            lambda processor: (
+                processor if isinstance(processor, SendProcessor) else Timed(processor, rpc)
+            )
+        )
         sources = BrokerSources(
             self.store, self.topics, self.groups, self.clients, self.offsets, self.pulls, table, rpc
         )

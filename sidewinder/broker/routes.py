@@ -24,8 +24,8 @@ from sidewinder.broker.processors.pull import PullProcessor
 from sidewinder.broker.processors.query import QueryProcessor
 from sidewinder.broker.processors.replies import ByCode, Handler
 from sidewinder.broker.processors.reply_message import ReplyProcessor
-from sidewinder.broker.processors.send import SendProcessor
 from sidewinder.broker.processors.send_back import SendBackProcessor
+from sidewinder.broker.send import SendProcessor
 from sidewinder.common.native import is_native
 from sidewinder.protocol.codes import RequestCode as R
 from sidewinder.protocol.codes import ResponseCode
@@ -123,6 +123,7 @@ def build_routes(
 ) -> ProcessorTable:
     fast_failure = config.broker_fast_failure_enable
     table = ProcessorTable(default=NotSupported())
+    # Every send, one pipeline: sidewinder/broker/send/ (decode -> route -> store -> reply).
     table.register(
         send,
         R.SEND_MESSAGE,
@@ -135,9 +136,10 @@ def build_routes(
         ),
     )
     if is_native("send_v2_fields"):
-        # Plain sends read straight from their frames (the native header parser); without the
-        # extension the send lane takes them decoded, which is faster than a Python parser.
-        table.set_frame_lane(send.lane, R.SEND_MESSAGE_V2)
+        # The send pipeline's fast decoder: plain sends read straight from their frames (the
+        # native header reader); without the extension they are decoded the generic way, which
+        # is faster than a header reader in Python.
+        table.set_frame_lane(send, R.SEND_MESSAGE_V2)
     table.register(send_back, R.CONSUMER_SEND_MSG_BACK)
     table.register(reply, R.SEND_REPLY_MESSAGE, R.SEND_REPLY_MESSAGE_V2)
     table.register(

@@ -58,7 +58,7 @@ REFERENCES: Final[Mapping[str, Reference]] = MappingProxyType(
         "put_keys": Reference("sidewinder.store.index_file:put_keys_py", "put_keys"),
         "Syncer": Reference("sidewinder.store.flush:ThreadSyncer", "default_syncer"),
         "send_v2_fields": Reference(
-            "sidewinder.broker.processors.send_header:send_v2_fields_py", "send_v2_fields"
+            "sidewinder.broker.send.header:send_v2_fields_py", "send_v2_fields"
         ),
     }
 )

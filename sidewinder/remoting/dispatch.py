@@ -129,7 +129,7 @@ class _Pool:
                 # Our bug. Never run a request twice: each gets the error (a client ignores
                 # a second answer to an opaque it already had one for).
                 for request in requests:
-                    reply_for(request)(_error_reply(request, exc))
+                    reply_for(request)(error_reply(request, exc))
                 return
         for request in requests:
             self.submit(ctx, request, reply_for(request))
@@ -159,7 +159,7 @@ class _Pool:
             self._finish(request, reply, done.value)
             return
         except Exception as exc:
-            self._finish(request, reply, _error_reply(request, exc))
+            self._finish(request, reply, error_reply(request, exc))
             return
         asyncio.get_running_loop().create_task(self._resume(coroutine, awaited, request, reply))
 
@@ -185,7 +185,7 @@ class _Pool:
         except StopIteration as done:
             response = done.value
         except Exception as exc:
-            response = _error_reply(request, exc)
+            response = error_reply(request, exc)
         self._finish(request, reply, response)
 
     def _finish(
@@ -235,10 +235,11 @@ def _take_none(ctx: RequestContext, requests: list[RemotingCommand]) -> list[Rem
     return requests
 
 
-def _error_reply(request: RemotingCommand, exc: Exception) -> RemotingCommand:
+def error_reply(request: RemotingCommand, exc: Exception) -> RemotingCommand:
     """The one place a processor's exception becomes a reply: a refusal it raised (its code
     and remark; a body that does not decode is one, BodyError), a header that does not
-    decode, or our bug (logged with its traceback)."""
+    decode, or our bug (logged with its traceback). A processor that answers requests of a
+    chunk itself (the send pipeline) encodes with it."""
     if isinstance(exc, SidewinderError):
         log.info("remoting.request_refused", code=request.code, response=exc.code, remark=str(exc))
         return request.reply(exc.code, exc.remark)
@@ -273,7 +274,7 @@ class ProcessorTable:
             try:
                 self._guard(ctx, request)
             except Exception as exc:
-                reply_for(request)(_error_reply(request, exc))
+                reply_for(request)(error_reply(request, exc))
                 continue
             admitted.append(request)
         return admitted
@@ -305,7 +306,7 @@ class ProcessorTable:
                 except FrameError:
                     continue
                 if not request.is_response:
-                    reply_for(request)(_error_reply(request, exc))
+                    reply_for(request)(error_reply(request, exc))
             return []
 
     def register(self, processor: RequestProcessor, *codes: int, limits: Limits = Limits()) -> None:

@@ -59,7 +59,9 @@ class Appender:
         self.append_listeners: list[Callable[[], None]] = []
         self.running = False  # the store's: set by its start and shutdown
 
-    def append_many(self, messages: Sequence[MessageToStore | BatchToStore]) -> AppendedMany:
+    def append_many(
+        self, messages: Sequence[MessageToStore | BatchToStore | MessageRun]
+    ) -> AppendedMany:
         """MessageStore.append_many: write, count, no waiting."""
         started = time.perf_counter()
         failure = self.write_failure()
@@ -106,7 +108,7 @@ class Appender:
         return phys, offsets, remark
 
     def _count_topics(
-        self, stored: Sequence[MessageToStore | BatchToStore], count: int, size: int
+        self, stored: Sequence[MessageToStore | BatchToStore | MessageRun], count: int, size: int
     ) -> None:
         """Per-topic put counts for a received chunk (`count` messages of `size` bytes): one
         update when, as nearly always, its messages share a topic (found by a C-level pass, no

@@ -44,6 +44,7 @@ from sidewinder.store.consume_queue import CQEntry
 from sidewinder.store.dispatch_loop import ArrivalListener
 from sidewinder.store.flush_plans import FlushTimings
 from sidewinder.store.get_message import GetResult, GetStatus
+from sidewinder.store.message_run import MessageRun
 from sidewinder.store.recovery import RecoveryReport
 from sidewinder.store.stats import StoreStats
 
@@ -52,6 +53,7 @@ __all__ = [
     "AppendedMany",
     "GetResult",
     "GetStatus",
+    "MessageRun",
     "MessageStore",
     "PutResult",
     "PutStatus",
@@ -187,9 +189,12 @@ class MessageStore:
         """Why the store cannot take `message` ("" when it can): append_many's precondition."""
         return self._commit_log.illegal(message)
 
-    def append_many(self, messages: Sequence[MessageToStore | BatchToStore]) -> AppendedMany:
+    def append_many(
+        self, messages: Sequence[MessageToStore | BatchToStore | MessageRun]
+    ) -> AppendedMany:
         """Append the sends of one received chunk (any topics and queues, each checked with
-        `illegal`, a batch send as one BatchToStore) in one pass; no waiting. A caller that owes
+        `illegal`, a batch send as one BatchToStore, or as one MessageRun when its messages were
+        built one by one) in one pass; no waiting. A caller that owes
         its producers an acknowledgement awaits `settled(end_offset)` once for them all."""
         return self._appender.append_many(messages)
 

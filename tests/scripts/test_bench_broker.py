@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from interop.cache import REPO_ROOT
-from sidewinder.broker.processors.send import decode_batch
+from sidewinder.broker.send.body import decode_batch
 from sidewinder.protocol.codes import LanguageCode, RequestCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import (

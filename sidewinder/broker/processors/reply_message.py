@@ -9,7 +9,7 @@ pushed to the requester with PUSH_REPLY_MESSAGE_TO_CLIENT (326) and stored in th
 
 The answer's code is the push's: SYSTEM_ERROR with RocketMQ's remark when the requester is not
 connected (or did not take the reply), even when the reply was stored; a send's checks
-(send_check.msg_check: topic name, forbidden topics, auto-creation, queue id) come first, with
+(send.check.msg_check: topic name, forbidden topics, auto-creation, queue id) come first, with
 a send's codes.
 """
 
@@ -23,8 +23,8 @@ import structlog
 
 from sidewinder.broker.clients import Clients
 from sidewinder.broker.config import BrokerConfig
-from sidewinder.broker.processors.send import host_of
-from sidewinder.broker.processors.send_check import msg_check
+from sidewinder.broker.send import host_of
+from sidewinder.broker.send.check import msg_check
 from sidewinder.broker.topics import TopicTable
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand

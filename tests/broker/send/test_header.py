@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from interop.capture import read_capture
 from interop.fixtures import ensure_fixture
-from sidewinder.broker.processors.send_header import send_v2_fields_py
+from sidewinder.broker.send.header import send_v2_fields_py
 from sidewinder.common.native import NATIVE
 from tests.remoting.test_codec_fuzz import mutate
 

@@ -1,14 +1,14 @@
-"""What the send lane reads of a SEND_MESSAGE_V2 JSON header, straight from the header's bytes.
+"""What the frame decoder reads of a SEND_MESSAGE_V2 JSON header, straight from its bytes.
 
     fields = send_v2_fields(header_bytes)
     # (opaque, flag, topic, queueId, sysFlag, bornTimestamp, flag, reconsumeTimes, properties),
     # or None: the header is not a plain SEND_MESSAGE_V2 one, decode it in full (slow path)
 
-`send_v2_fields_py` is the reference: the full JSON decode (remoting.codec) then what
-SendProcessor._plain reads of the ext fields (send_batch.digits). The Rust extension's
+`send_v2_fields_py` is the reference: the full JSON decode (remoting.codec) then the ext fields
+read as plain decimals (`digits`), as the route step's fast path takes them. The Rust extension's
 `send_v2_fields` parses only what a plain header holds and gives None for anything unusual
 (a key it does not expect, a repeated key, a value that is not a string, an escape it does not
-take); where it gives a tuple, it is the reference's (tests/broker/test_send_header.py fuzzes
+take); where it gives a tuple, it is the reference's (tests/broker/send/test_header.py fuzzes
 both with generated headers and the mutated real frames of the wire captures).
 
 `send_batch_fields` reads a SEND_BATCH_MESSAGE header (the same short field names) the
@@ -40,14 +40,14 @@ def digits(text: str | None, width: int) -> int | None:
 
 
 def send_v2_fields_py(header: bytes | bytearray | memoryview) -> SendV2Fields | None:
-    """The reference: what the send lane reads, after a full decode of the header."""
+    """The reference: what the frame decoder reads, after a full decode of the header."""
     command = _decoded(header, RequestCode.SEND_MESSAGE_V2)
     return None if command is None else _fields(command)
 
 
 def send_batch_fields(header: bytes | bytearray | memoryview) -> SendV2Fields | None:
-    """What the send lane reads of a SEND_BATCH_MESSAGE JSON header (send_v2_fields's tuple);
-    None for one that `process` is to accept or refuse, including one whose other numbers
+    """What the frame decoder reads of a SEND_BATCH_MESSAGE JSON header (send_v2_fields's tuple);
+    None for one the generic decode is to accept or refuse, including one whose other numbers
     (see `batch_header_parses`) its generic header decode would refuse."""
     command = _decoded(header, RequestCode.SEND_BATCH_MESSAGE)
     if command is None or not batch_header_parses(command.ext_fields or {}):
@@ -56,7 +56,7 @@ def send_batch_fields(header: bytes | bytearray | memoryview) -> SendV2Fields | 
 
 
 def batch_header_parses(ext: dict[str, str]) -> bool:
-    """Whether the numbers the lane does not read parse as SendMessageRequestHeader.from_ext
+    """Whether the numbers the fast path does not read parse as SendMessageRequestHeader.from_ext
     parses them (else it refuses the send): defaultTopicQueueNums, and maxReconsumeTimes if
     there, as 32-bit ints."""
     return _int32(ext.get("d")) and ("l" not in ext or _int32(ext["l"]))
@@ -79,12 +79,13 @@ def _decoded(header: bytes | bytearray | memoryview, code: int) -> RemotingComma
 
 
 def _fields(command: RemotingCommand) -> SendV2Fields | None:
-    """The tuple of a send's decoded header: every field the lane needs, numbers as `digits`."""
+    """The tuple of a send's decoded header: every field the fast path needs, numbers as
+    `digits`."""
     ext = command.ext_fields
     if ext is None or "a" not in ext or "c" not in ext:
         return None
-    # Numbers the lane does not use but `process` parses (and refuses when they do not):
-    # defaultTopicQueueNums, and maxReconsumeTimes when there.
+    # Numbers the fast path does not use but the generic decode parses (and refuses when they
+    # do not): defaultTopicQueueNums, and maxReconsumeTimes when there.
     if digits(ext.get("d"), INT32_DIGITS) is None or (
         "l" in ext and digits(ext["l"], INT32_DIGITS) is None
     ):

@@ -1,15 +1,21 @@
-"""The send lane (SendLane: plain SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE, a chunk at a time)
-against its reference, `process`: the same frames, pipelined into one write to a real server
-over a real store, get the same replies and store the same records whichever path serves them;
-where the lane takes every send of the chunk, the same reply frames, CommitLog bytes and
-ConsumeQueue files. Plus the lane's helpers against the functions the reference path uses."""
+"""The send pipeline (sidewinder/broker/send/) from the wire: the same frames, pipelined into
+one write to a real server over a real store, served one request at a time (`process`), a
+chunk of decoded requests at a time (`take_batch`) or a chunk of frames read by the fast header
+reader (`take_frames`): the golden replies and store files of the send path it replaced (at
+the end), and the same replies and records whichever entry serves them; where no send of the
+chunk waits for a topic to be made, the same reply frames, CommitLog bytes and ConsumeQueue
+files. Plus the route step's shortcut and the reply templates against the full step and the
+generic encoder."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
+import json
 import random
+import re
 import socket
 import struct
 from collections.abc import AsyncIterator, Sequence
@@ -26,12 +32,19 @@ from interop.capture import is_response, read_capture
 from interop.fixtures import ensure_fixture
 from sidewinder.broker.config import PERM_READ, BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
-from sidewinder.broker.processors.send import BatchError, SendProcessor, decode_batch
-from sidewinder.broker.processors.send_batch import SendReplyFrames, strip_wait
-from sidewinder.broker.processors.send_header import batch_header_parses
+from sidewinder.broker.send import SendProcessor, SendRequest
+from sidewinder.broker.send.body import BatchError, decode_batch, strip_wait
+from sidewinder.broker.send.header import batch_header_parses
+from sidewinder.broker.send.reply import SendReplies, SendReplyFrames
+from sidewinder.broker.send.route import Routed
 from sidewinder.broker.topics import TopicConfig, TopicTable
 from sidewinder.common.native import NATIVE
-from sidewinder.protocol.batch_record import batch_messages_py, encode_batch
+from sidewinder.protocol.batch_record import (
+    BatchToStore,
+    batch_messages_py,
+    batch_to_store,
+    encode_batch,
+)
 from sidewinder.protocol.codes import RequestCode, ResponseCode, SerializeType
 from sidewinder.protocol.command import ONEWAY_FLAG, RemotingCommand
 from sidewinder.protocol.headers import SEND_V2_NAMES, HeaderError, SendMessageRequestHeader
@@ -51,8 +64,7 @@ from sidewinder.protocol.record import (
 from sidewinder.remoting.codec import FrameDecoder, RawFrame, decode_raw, encode_frame
 from sidewinder.remoting.dispatch import ProcessorTable
 from sidewinder.remoting.server import RemotingServer
-from sidewinder.store.commit_log import AppendResult, AppendStatus
-from sidewinder.store.message_store import MessageStore, PutResult, PutStatus
+from sidewinder.store.message_store import MessageRun, MessageStore
 from tests.hot_path import IMPLEMENTATIONS, using
 
 TOPIC = "BatchLane"
@@ -72,12 +84,9 @@ def test_the_reply_template_is_the_generic_reply_byte_for_byte(
 ) -> None:
     store_host = Host(bytes([10, 1, 2, 3]), 10911)
     config = BrokerConfig.from_properties({"regionId": region, "traceOn": str(trace_on).lower()})
-    processor = SendProcessor.__new__(SendProcessor)
-    processor.config = config
-    processor.store_host = store_host
-    request = RemotingCommand(RequestCode.SEND_MESSAGE_V2, opaque=opaque)
-    append = AppendResult(AppendStatus.PUT_OK, phy, 100, queue_offset, 1, 0, (phy,), store_host)
-    generic = processor.reply(request, PutResult(PutStatus.PUT_OK, append), queue_id)
+    request = _request(RequestCode.SEND_MESSAGE_V2, opaque)
+    routed = Routed(MessageToStore(TOPIC.encode(), queue_id, b"", b""), True, queue_id)
+    generic = SendReplies(config, store_host).stored(request, routed, phy, queue_offset)
     fast = SendReplyFrames(region, trace_on, store_host).success(
         opaque, phy, queue_id, queue_offset
     )
@@ -127,6 +136,7 @@ def _send(
     properties: str,
     oneway: bool = False,
     ext_changes: dict[str, str] | None = None,
+    serialize_type: SerializeType = SerializeType.JSON,
     **changes: Any,
 ) -> bytes:
     ext = _header(n, properties, batch=False, **{"flag": n % 3, **changes})
@@ -137,6 +147,7 @@ def _send(
         flag=ONEWAY_FLAG if oneway else 0,
         ext_fields=ext,
         body=f"body-{n}".encode() * (n % 5 + 1),
+        serialize_type=serialize_type,
     )
     return encode_frame(command)
 
@@ -211,13 +222,13 @@ async def _broker(
     table_of_topics.upsert(TopicConfig(READ_ONLY, 4, 4, PERM_READ))
     groups = SubscriptionGroups(root / "config", auto_create=True)
     send = SendProcessor(config, store, table_of_topics, groups, max_delay_level=18)
-    send.lane.enabled = lane != "process"
+    send.chunks = lane != "process"
     table = ProcessorTable()
     table.register(
         send, RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE
     )
     if lane == "frames":
-        table.set_frame_lane(send.lane, RequestCode.SEND_MESSAGE_V2)
+        table.set_frame_lane(send, RequestCode.SEND_MESSAGE_V2)
     server = RemotingServer(table, config.server)
     port = await server.start("127.0.0.1", 0)
     try:
@@ -286,7 +297,7 @@ async def _serve_and_send(
             records = [_fields(r) for r in store._commit_log.records()]
         finally:
             client.close()
-    return _served(root, got, records, send.lane.batched)
+    return _served(root, got, records, send.batched)
 
 
 def _served(
@@ -365,7 +376,9 @@ def test_the_lane_answers_and_stores_as_process_does(tmp_path: Path, flush: str,
     # the order may differ), every field but the store timestamp and the offsets.
     assert sorted(served.records) == sorted(reference.records)  # type: ignore[type-var]
     assert len(served.records) == 9  # all but the send to a queue that does not exist
-    assert (reference.batched, served.batched) == (0, 6)  # 0-3, 7, 9 are plain
+    # A chunk at a time: all stored but the send to a topic to be made (6), which waits for
+    # the name servers: 0-3, 7, 9 plain, 4 delayed, 8 with a negative flag.
+    assert (reference.batched, served.batched) == (0, 8)
     for fields in served.records:
         topic, properties = fields[0], fields[3]
         assert isinstance(properties, bytes)
@@ -518,7 +531,9 @@ def _refused_batches() -> tuple[list[bytes], int, int]:
         _batch(16, _messages(16, 3)),  # plain
         _send(17, properties="UNIQ_KEY\x01" + "1" * 32),  # plain
     ]
-    return frames, len(frames), 2 + 3 + 1
+    # A chunk at a time: all stored but the sends to topics to be made (4, 5): 0, 16 and 17
+    # plain, 7 transactional, 8 with DELAY in the batch's header, 14 given a queue.
+    return frames, len(frames), 2 + 2 + 2 + 2 + 3 + 1
 
 
 @pytest.mark.parametrize("lane", ["batch", "frames"])
@@ -562,7 +577,7 @@ def test_a_batch_the_segment_cannot_hold_starts_the_next_one_as_in_process(
     conf = {"mappedFileSizeCommitLog": str(64 * 1024)}
     reference, served = _both(tmp_path, lane, "ASYNC_FLUSH", frames, len(frames), conf=conf)
     assert len(reference.commit_log) >= 3  # the chunk crossed segment ends
-    assert 0 < served.batched < 24 * 9  # the lane took the sends before the first end
+    assert served.batched == 24 * 9  # one append for the chunk, rolling where it must
     assert served.frames == reference.frames
     assert served.commit_log == reference.commit_log
     assert served.queues == reference.queues
@@ -621,7 +636,7 @@ def _processor(store_host: Host) -> SendProcessor:
     topics = TopicTable(config, Path("/nonexistent"))
     groups = SubscriptionGroups(Path("/nonexistent"), auto_create=False)
     processor = SendProcessor(config, None, topics, groups)  # type: ignore[arg-type]
-    processor.store_host = processor.lane.store_host = store_host
+    processor.store_host = processor.router.store_host = store_host
     return processor
 
 
@@ -633,16 +648,12 @@ def _processor(store_host: Host) -> SendProcessor:
 def test_the_batch_reply_template_is_the_generic_reply_byte_for_byte(
     store_host: Host, count: int, region: str, trace_on: bool
 ) -> None:
-    processor = _processor(store_host)
-    processor.config = BrokerConfig.from_properties(
-        {"regionId": region, "traceOn": str(trace_on).lower()}
-    )
+    config = BrokerConfig.from_properties({"regionId": region, "traceOn": str(trace_on).lower()})
     phys = [(1 << 40) + 1234 * n for n in range(count)]
-    request = RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, opaque=2**31 - 1)
-    append = AppendResult(
-        AppendStatus.PUT_OK, phys[0], 1234 * count, 77, count, 0, tuple(phys), store_host
-    )
-    generic = processor.reply(request, PutResult(PutStatus.PUT_OK, append), 5)
+    request = _request(RequestCode.SEND_BATCH_MESSAGE, 2**31 - 1)
+    batch = MessageRun([MessageToStore(TOPIC.encode(), 5, b"", b"")] * count)
+    batch.phys = phys
+    generic = SendReplies(config, store_host).stored(request, Routed(batch, True, 5), phys[0], 77)
     fast = SendReplyFrames(region, trace_on, store_host).success_many(2**31 - 1, phys, 5, 77)
     assert fast == encode_frame(generic)
 
@@ -654,10 +665,8 @@ def _decoded_the_reference_way(
         entries = decode_batch(body)
     except BatchError:
         return None
-    header = SendMessageRequestHeader(
-        "g", TOPIC, "TBW102", 4, fields[3], fields[4], fields[5], 0, reconsume_times=fields[7]
-    )
-    return processor._messages(header, TOPIC, fields[3], entries, born) or None
+    request = _fields_request(RequestCode.SEND_BATCH_MESSAGE, fields, body)
+    return processor.router._messages(request, TOPIC, fields[3], entries, born) or None
 
 
 def _same_messages(got: list[MessageToStore], expected: list[MessageToStore]) -> None:
@@ -719,7 +728,7 @@ def test_batch_bodies_are_read_and_stored_as_decode_batch_reads_them(
             body[at % len(body)] = byte
     fields = (1, 0, TOPIC, 3, sys_flag, 1_700_000_000_123, 0, 2, "")
     with using(implementation):
-        got = processor.lane._batch(bytes(body), TOPIC.encode(), fields, born)
+        got = _fast_batch(processor, bytes(body), fields, born)
         expected = _decoded_the_reference_way(processor, bytes(body), fields, born)
         if expected is None:
             assert got is None
@@ -752,7 +761,7 @@ def test_the_native_batch_encoder_refuses_before_writing() -> None:
     processor = _processor(Host(bytes([10, 1, 2, 3]), 10911))
     body = _entry(0, b"hello", b"TAGS\x01a") + _entry(7, b"", b"")
     fields = (1, 0, TOPIC, 3, 0, 1_700_000_000_123, 0, 2, "")
-    batch = processor.lane._batch(body, TOPIC.encode(), fields, BORN_V4)
+    batch = _fast_batch(processor, body, fields, BORN_V4)
     assert batch is not None and batch.count == 2
     short = bytearray(batch.record_size - 1)
     with pytest.raises(IndexError):
@@ -810,9 +819,9 @@ _HEADER_CHANGES: list[tuple[dict[str, Any], bool]] = [
 def test_a_batch_header_goes_the_lane_where_a_single_send_s_would(
     changes: dict[str, Any], taken: bool
 ) -> None:
-    """`_target` (the checks a send's header passes to go the lane) and `_plain` (a single
-    send, which makes them through `_target`) take and leave the headers expected, and name
-    the same topic."""
+    """The route step's shortcut takes and leaves the headers expected, for a batch as for a
+    single send, and names the same topic (a request read by the frame decoder: what the
+    shortcut leaves, it leaves to the generic decode)."""
     processor = _processor(Host(bytes([10, 0, 0, 5]), 10911))
     processor.topics.topics[TOPIC] = TopicConfig(TOPIC, 4, 4)
     processor.topics.topics[READ_ONLY] = TopicConfig(READ_ONLY, 4, 4, PERM_READ)
@@ -827,10 +836,11 @@ def test_a_batch_header_goes_the_lane_where_a_single_send_s_would(
         **changes,
     }
     fields = (1, 0, *header.values())
-    target = processor.lane._target(fields)  # type: ignore[arg-type]
-    plain = processor.lane._plain(fields, b"body", BORN_V4, 1 << 20)  # type: ignore[arg-type]
-    assert target == (None if plain is None else plain[0].topic)
-    assert (target is not None) == taken
+    batch = _fields_request(RequestCode.SEND_BATCH_MESSAGE, fields, _entry(0, b"body", b""))
+    single = _fields_request(RequestCode.SEND_MESSAGE_V2, fields, b"body")
+    routed = [processor.router.route_now(r, BORN_V4, "?", 1 << 20) for r in (batch, single)]
+    targets = {None if r is None else r.item.topic for r in routed}
+    assert targets == {header["name"].encode() if taken else None}
 
 
 @pytest.mark.interop
@@ -866,3 +876,149 @@ def _raw_frame(frame: bytes) -> RawFrame:
     decoder.feed(frame)
     (raw,) = decoder.frames()
     return raw
+
+
+def _request(code: int, opaque: int) -> SendRequest:
+    batch = code == RequestCode.SEND_BATCH_MESSAGE
+    return SendRequest(code, opaque, 0, TOPIC, 0, 0, 0, 0, 0, "", SerializeType.JSON, b"", batch)
+
+
+def _fields_request(code: int, fields: tuple[Any, ...], body: bytes) -> SendRequest:
+    """A request as the frame decoder reads it from send_v2_fields's tuple."""
+    batch = code == RequestCode.SEND_BATCH_MESSAGE
+    return SendRequest(code, *fields, SerializeType.JSON, body, batch, complete=False)
+
+
+def _fast_batch(
+    processor: SendProcessor, body: bytes, fields: tuple[Any, ...], born: Host
+) -> BatchToStore | None:
+    """The batch the route step's fast path builds, or None where it leaves the body to the
+    full step (which refuses it)."""
+    request = _fields_request(RequestCode.SEND_BATCH_MESSAGE, fields, body)
+    router = processor.router
+    shared = router._shared(request, TOPIC.encode(), request.queue_id, born)
+    return batch_to_store(body, shared, router.cluster_property)
+
+
+# -- golden: the replies and store files of the reference path ------------------------------------
+RETRY = "%RETRY%golden-group"
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def _routed_sends() -> tuple[list[bytes], int]:
+    """Single sends each route step treats its own way, and refusals: the frames, how many get
+    a reply."""
+    uniq = "UNIQ_KEY\x01{:032X}"
+    v1 = SendMessageRequestHeader(**_header_fields(8, uniq.format(8))).to_ext()
+    frames = [
+        _send(0, properties=uniq.format(0), topic=RETRY, reconsume_times=1),  # stays a retry
+        # Consumed maxReconsumeTimes: into %DLQ%golden-group (made, as RocketMQ makes it).
+        _send(1, properties=uniq.format(1), topic=RETRY, reconsume_times=3, max_reconsume_times=3),
+        _send(2, properties="TRAN_MSG\x01true\x02PGROUP\x01pg\x02" + uniq.format(2), sys_flag=4),
+        _send(3, properties="DELAY\x012\x02WAIT\x01false\x02" + uniq.format(3)),
+        _send(4, properties=uniq.format(4), topic=READ_ONLY),  # NO_PERMISSION
+        _send(5, properties=uniq.format(5), topic="SCHEDULE_TOPIC_XXXX"),  # forbidden
+        _send(6, properties=uniq.format(6), topic="a b"),  # not a topic name
+        _send(7, properties="K\x01" + "v" * 32_760),  # MESSAGE_ILLEGAL: properties too long
+        encode_frame(RemotingCommand(RequestCode.SEND_MESSAGE, opaque=1008, ext_fields=v1)),
+        _send(9, properties=uniq.format(9), ext_changes={"b": ""}, oneway=True),
+        _send(10, properties=uniq.format(10), serialize_type=SerializeType.ROCKETMQ),
+        _send(11, properties=uniq.format(11), ext_changes={"h": "1.5"}),  # does not decode
+        _send(12, properties="WAIT\x01true\x02TRAN_MSG\x01false\x02" + uniq.format(12)),
+    ]
+    return frames, len(frames) - 1
+
+
+def _header_fields(n: int, properties: str) -> dict[str, Any]:
+    return {
+        "producer_group": "lane-producer",
+        "topic": TOPIC,
+        "default_topic": "TBW102",
+        "default_topic_queue_nums": 4,
+        "queue_id": n % 4,
+        "sys_flag": 0,
+        "born_timestamp": 1_700_000_000_000 + n,
+        "flag": 7,
+        "properties": properties,
+    }
+
+
+def _segment_crossing() -> tuple[list[bytes], int]:
+    frames = []
+    for n in range(24):
+        frames.append(_batch(n, _messages(n, 8, size=1000)))
+        frames.append(_send(100 + n, properties="UNIQ_KEY\x01" + f"{n:032X}"))
+    return frames, len(frames)
+
+
+# name -> frames, replies, broker settings, extra topics, whether a chunk keeps the order of
+# the one-at-a-time path (no send in it waits for a topic to be made).
+_SCENARIOS: dict[str, tuple[Any, dict[str, str], tuple[str, ...], bool]] = {
+    "singles": (_frames, {}, (), False),
+    "plain_batches": (lambda: _plain_batches()[:2], {}, (), True),
+    "refused_batches": (
+        lambda: _refused_batches()[:2],
+        {"maxMessageSize": str(64 * 1024)},
+        (),
+        False,
+    ),
+    "segment_crossing": (_segment_crossing, {"mappedFileSizeCommitLog": str(64 * 1024)}, (), True),
+    "routed": (_routed_sends, {}, (RETRY,), False),
+    "rejected_halves": (_routed_sends, {"rejectTransactionMessage": "true"}, (RETRY,), False),
+}
+
+
+def _golden_of(served: Served, root: Path) -> dict[str, Any]:
+    """What is compared: each reply's frame (the client's port masked in remarks), and digests
+    of the masked CommitLog segments and of the ConsumeQueue files (but the schedule topic's,
+    whose tags codes are delivery times)."""
+    port = re.compile(rb"Producer: 127\.0\.0\.1:\d+")
+    replies = [
+        [port.sub(b"Producer: ?", header).decode("latin-1"), (body or b"").hex()]
+        for header, body in served.frames
+    ]
+    queues = {
+        name: hashlib.sha256(data).hexdigest()
+        for name, data in served.queues.items()
+        if "SCHEDULE_TOPIC_XXXX" not in name
+    }
+    return {
+        "replies": replies,
+        "answers": [list(_answer(r)) for r in served.replies],
+        "commit_log": [hashlib.sha256(segment).hexdigest() for segment in served.commit_log],
+        "queues": queues,
+        "records": sorted(hashlib.sha256(repr(r).encode()).hexdigest() for r in served.records),
+    }
+
+
+@pytest.mark.parametrize("lane", ["process", "batch", "frames"])
+@pytest.mark.parametrize("scenario", sorted(_SCENARIOS))
+@pytest.mark.usefixtures("hot_path")
+def test_the_one_path_gives_the_golden_replies_and_store_files(
+    tmp_path: Path, scenario: str, lane: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The goldens are what the send path before the pipeline (its one-at-a-time `process`)
+    answered and stored for the same pipelined frames. One request at a time, the pipeline
+    gives them exactly; a chunk at a time too where no send waits for a topic to be made
+    (else the same answers but for where the messages went, and the same records)."""
+    monkeypatch.setattr(random, "randrange", lambda stop: stop - 1)
+    build, conf, topics, in_order = _SCENARIOS[scenario]
+    frames, replies = build()
+    served = uvloop.run(
+        _serve_and_send(
+            tmp_path,
+            lane=lane,
+            flush="ASYNC_FLUSH",
+            frames=frames,
+            replies=replies,
+            conf=conf,
+            topics=topics,
+        )
+    )
+    got = json.loads(json.dumps(_golden_of(served, tmp_path)))
+    golden = json.loads((GOLDEN / f"{scenario}.json").read_text())
+    if lane == "process" or in_order:
+        assert got == golden
+        return
+    assert got["answers"] == golden["answers"]
+    assert got["records"] == golden["records"]

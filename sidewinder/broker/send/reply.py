@@ -1,0 +1,181 @@
+"""The one reply encoder of a send: stored, not stored, or refused.
+
+    replies = SendReplies(config, store_host)
+    frames = replies.stored_frames(asks, phy_offsets, queue_offsets, indexes)  # SUCCESS, bytes
+    command = replies.stored(request, routed, phy_offsets, queue_offset, status, remark)
+    command = replies.refused(request, error)       # remoting.dispatch's error_reply
+
+A SUCCESS reply to a JSON request comes from a pre-encoded template (SendReplyFrames): byte for
+byte the frame the generic encode gives (tests/broker/send compare the two); any other
+serialize type, and every other outcome, is encoded the generic way.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Sequence
+
+import orjson
+
+from sidewinder.broker.config import BrokerConfig
+from sidewinder.broker.send.request import SendRequest
+from sidewinder.broker.send.route import Routed
+from sidewinder.protocol.batch_record import BatchToStore
+from sidewinder.protocol.codes import (
+    CURRENT_VERSION,
+    LanguageCode,
+    RequestCode,
+    ResponseCode,
+    SerializeType,
+)
+from sidewinder.protocol.command import ONEWAY_FLAG, RemotingCommand
+from sidewinder.protocol.headers import SendMessageResponseHeader
+from sidewinder.protocol.message import encode_offset_msg_id
+from sidewinder.protocol.record import Host
+from sidewinder.remoting.codec import encode_frame
+from sidewinder.remoting.dispatch import error_reply
+from sidewinder.store.message_store import MessageRun, PutStatus
+
+# A stored message's answer: its ids, under the code of what became of it beyond the store
+# (RocketMQ's sendOK statuses).
+STORED_CODES = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+}
+
+_PREFIX = struct.Struct(">ii")
+_JSON_TYPE = SerializeType.JSON << 24
+
+
+def unavailable(remark: str) -> str:
+    """SERVICE_NOT_AVAILABLE's remark for a send the store did not take."""
+    return (
+        "service not available now. It may be caused by one of the following reasons: "
+        f"the broker's disk is full, messages are put to the slave, message store has been "
+        f"shut down, etc. ({remark})"
+    )
+
+
+class SendReplyFrames:
+    """Encoded SUCCESS replies to SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE, the numbers filled
+    into a template: msgId (the offsetMsgIds, comma-joined for a batch), queueId, the queue
+    offset of the first message, opaque."""
+
+    def __init__(self, region: str, trace_on: bool, store_host: Host) -> None:
+        self.key = (region, trace_on)
+        host_hex = encode_offset_msg_id(store_host.address, store_host.port, 0)[:-16]
+        self._msg_id = host_hex.encode() + b"%016X"  # the host's hex, then the offset's
+        tail = orjson.dumps({"MSG_REGION": region, "TRACE_ON": "true" if trace_on else "false"})
+        head = b'{"code":0,"extFields":{"msgId":"'
+        rest = (
+            b'","queueId":"%d","queueOffset":"%d",'
+            + tail[1:-1].replace(b"%", b"%%")
+            + b'},"flag":1,"language":"JAVA","opaque":%d,"serializeTypeCurrentRPC":"JSON",'
+            + b'"version":'
+            + str(CURRENT_VERSION).encode()
+            + b"}"
+        )
+        self._header = head + self._msg_id + rest
+        self._header_many = head + b"%s" + rest
+
+    def success(self, opaque: int, phy_offset: int, queue_id: int, queue_offset: int) -> bytes:
+        header = self._header % (phy_offset, queue_id, queue_offset, opaque)
+        return _PREFIX.pack(4 + len(header), _JSON_TYPE | len(header)) + header
+
+    def success_many(
+        self, opaque: int, phy_offsets: list[int], queue_id: int, queue_offset: int
+    ) -> bytes:
+        """A batch's: every message's offsetMsgId, comma-joined."""
+        msg_id = self._msg_id
+        ids = b",".join([msg_id % phy for phy in phy_offsets])
+        header = self._header_many % (ids, queue_id, queue_offset, opaque)
+        return _PREFIX.pack(4 + len(header), _JSON_TYPE | len(header)) + header
+
+
+class SendReplies:
+    def __init__(self, config: BrokerConfig, store_host: Host) -> None:
+        self.config = config
+        self.store_host = store_host
+        self._frames = SendReplyFrames(config.region_id, config.trace_on, store_host)
+
+    def stored_frames(
+        self,
+        asks: Sequence[tuple[SendRequest, Routed]],
+        phys: list[int],
+        offsets: list[int],
+        indexes: Iterable[int],
+    ) -> list[bytes]:
+        """SUCCESS to stored sends (`asks[n]` stored at `phys[n]`, `offsets[n]`), encoded;
+        none to a oneway one."""
+        frames = self._frames
+        config = self.config
+        if frames.key != (config.region_id, config.trace_on):
+            frames = self._frames = SendReplyFrames(
+                config.region_id, config.trace_on, self.store_host
+            )
+        success, json = frames.success, SerializeType.JSON
+        out: list[bytes] = []
+        for n in indexes:
+            request, routed = asks[n]
+            if request.flag & ONEWAY_FLAG:
+                continue
+            item = routed.item
+            if request.serialize_type is not json:
+                out.append(encode_frame(self.stored(request, routed, phys[n], offsets[n])))
+            elif item.batch:
+                assert isinstance(item, BatchToStore | MessageRun)
+                out.append(
+                    frames.success_many(request.opaque, item.phys, routed.queue_id, offsets[n])
+                )
+            else:
+                out.append(success(request.opaque, phys[n], routed.queue_id, offsets[n]))
+        return out
+
+    def stored(
+        self,
+        request: SendRequest,
+        routed: Routed,
+        phy: int,
+        offset: int,
+        status: PutStatus = PutStatus.PUT_OK,
+        remark: str = "",
+    ) -> RemotingCommand:
+        """A stored send's reply, the generic way: its ids, the code of `status`."""
+        item = routed.item
+        phys = item.phys if isinstance(item, BatchToStore | MessageRun) else (phy,)
+        host = self.store_host
+        prefix = encode_offset_msg_id(host.address, host.port, 0)[:-16]
+        msg_ids = ",".join([f"{prefix}{p:016X}" for p in phys])
+        ext = SendMessageResponseHeader(msg_ids, routed.queue_id, offset).to_ext()
+        ext["MSG_REGION"] = self.config.region_id
+        ext["TRACE_ON"] = "true" if self.config.trace_on else "false"
+        return _command(request).reply(STORED_CODES[status], remark or None, ext_fields=ext)
+
+    @staticmethod
+    def unavailable(request: SendRequest, remark: str) -> RemotingCommand:
+        """A send the store did not take (or that failed to settle)."""
+        return _command(request).reply(ResponseCode.SERVICE_NOT_AVAILABLE, unavailable(remark))
+
+    @staticmethod
+    def refused(request: SendRequest, error: Exception) -> RemotingCommand:
+        """A refusal raised by the route step (or our bug), as the table answers one."""
+        return error_reply(_command(request), error)
+
+
+def _command(request: SendRequest) -> RemotingCommand:
+    """The decoded request, or enough of one to reply to it (a frame read natively)."""
+    if request.command is not None:
+        return request.command
+    return RemotingCommand(
+        RequestCode(request.code),
+        LanguageCode.JAVA,
+        0,
+        request.opaque,
+        request.flag,
+        None,
+        None,
+        None,
+        request.serialize_type,
+    )

@@ -1,0 +1,177 @@
+"""The one request type of a send, and the decoders that yield it.
+
+    request = request_from_command(command)   # SEND_MESSAGE, V2 or batch, decoded (reference)
+    request = request_from_frame(frame)       # a JSON frame read natively; None: decode it
+
+`request_from_command` reads the header the generic way (SendMessageRequestHeader.from_ext,
+long names for SEND_MESSAGE, short ones for V2 and batches) and raises its HeaderError for a
+header that does not decode. `request_from_frame` is a faster decoder of the same type: the
+native (or Python) `send_v2_fields` reader for SEND_MESSAGE_V2, `send_batch_fields` for a batch.
+It reads only what a plain send needs, so what it yields is `complete=False`: the route step
+takes it on its fast path or not at all, and the frame is then decoded generically. Where it
+gives None the frame is decoded generically too. Either way the request enters the same route.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+from typing import NamedTuple
+
+from sidewinder.broker.send.header import send_batch_fields, send_v2_fields
+from sidewinder.protocol.codes import RequestCode, SerializeType
+from sidewinder.protocol.command import RESPONSE_FLAG, RemotingCommand
+from sidewinder.protocol.headers import SEND_V2_NAMES, SendMessageRequestHeader
+from sidewinder.protocol.record import Host
+from sidewinder.remoting.codec import RawFrame
+
+# How a SEND_BATCH_MESSAGE JSON header says its code (the Java and Go clients both write it so);
+# the batch reader's full decode then checks it.
+_BATCH_CODE = b'"code":%d' % RequestCode.SEND_BATCH_MESSAGE
+_JSON = SerializeType.JSON
+
+
+@functools.lru_cache(maxsize=4096)
+def host_of(address: str) -> Host:
+    """A Host from "ip:port" (IPv4 or IPv6)."""
+    ip, _, port = address.rpartition(":")
+    return Host(ipaddress.ip_address(ip.strip("[]")).packed, int(port))
+
+
+class SendRequest(NamedTuple):
+    """A send, whichever way it came in: what the route step reads and the reply answers.
+
+    A NamedTuple (a slotted, immutable class) because the decoders of a chunk make one per
+    message: `_new` builds it at C speed, its fields read as fast as slots."""
+
+    code: int
+    opaque: int
+    flag: int  # the remoting flag (oneway, response)
+    topic: str
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    msg_flag: int  # the message's own flag
+    reconsume_times: int
+    properties: str
+    serialize_type: SerializeType
+    body: bytes
+    batch: bool  # SEND_BATCH_MESSAGE: the body holds the messages
+    default_topic: str = ""
+    default_topic_queue_nums: int = 0
+    max_reconsume_times: int | None = None
+    # The decoded command, when there is one (a refusal is encoded as a reply to it).
+    command: RemotingCommand | None = None
+    # False: read by a fast decoder that skips what only the full route step reads.
+    complete: bool = True
+
+
+# SendRequest from a tuple of all its fields, without the Python-level __new__:
+# _new(SendRequest, fields).
+_new = tuple.__new__
+_BATCH, _V2 = RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_MESSAGE_V2
+# What a frame decoder does not read: default topic and its queue nums, max reconsume times,
+# no command, not complete.
+_PARTIAL = ("", 0, None, None, False)
+
+
+def request_from_command(command: RemotingCommand) -> SendRequest:
+    """The reference decoder; raises HeaderError for a header that does not decode."""
+    if command.code != RequestCode.SEND_MESSAGE:
+        request = _plain_v2(command)
+        if request is not None:
+            return request
+    names = SEND_V2_NAMES if command.code != RequestCode.SEND_MESSAGE else None
+    header = SendMessageRequestHeader.from_ext(command.ext_fields, names=names)
+    return SendRequest(
+        command.code,
+        command.opaque,
+        command.flag,
+        header.topic,
+        header.queue_id,
+        header.sys_flag,
+        header.born_timestamp,
+        header.flag,
+        header.reconsume_times or 0,
+        header.properties or "",
+        command.serialize_type,
+        command.body_bytes,
+        command.code == _BATCH,
+        default_topic=header.default_topic,
+        default_topic_queue_nums=header.default_topic_queue_nums,
+        max_reconsume_times=header.max_reconsume_times,
+        command=command,
+    )
+
+
+def _plain_v2(command: RemotingCommand) -> SendRequest | None:
+    """A V2 (or batch) header whose numbers are plain decimals that fit (at most 9 digits, 18
+    for bornTimestamp), read by name without the generic parse (which gives the same values);
+    None for any other (the generic parse accepts or refuses it)."""
+    ext = command.ext_fields
+    if ext is None or "a" not in ext:
+        return None
+    get = ext.get
+    topic, default_topic = get("b"), get("c")
+    nums, queue, sys_flag, born, flag = get("d"), get("e"), get("f"), get("g"), get("h")
+    reconsume, max_reconsume = get("j", "0"), get("l")
+    if (
+        topic is None
+        or default_topic is None
+        or nums is None
+        or queue is None
+        or sys_flag is None
+        or born is None
+        or flag is None
+    ):
+        return None
+    numbers = nums + queue + sys_flag + born + flag + reconsume + (max_reconsume or "")
+    if (
+        not (numbers.isdigit() and numbers.isascii())
+        or not (0 < len(nums) <= 9 and 0 < len(queue) <= 9 and 0 < len(sys_flag) <= 9)
+        or not (0 < len(flag) <= 9 and 0 < len(reconsume) <= 9 and 0 < len(born) <= 18)
+        or (max_reconsume is not None and not 0 < len(max_reconsume) <= 9)
+    ):
+        return None
+    code = command.code
+    return _new(
+        SendRequest,
+        (
+            code,
+            command.opaque,
+            command.flag,
+            topic,
+            int(queue),
+            int(sys_flag),
+            int(born),
+            int(flag),
+            int(reconsume),
+            get("i") or "",
+            command.serialize_type,
+            command.body_bytes,
+            code == _BATCH,
+            default_topic,
+            int(nums),
+            None if max_reconsume is None else int(max_reconsume),
+            command,
+            True,
+        ),
+    )
+
+
+def request_from_frame(frame: RawFrame) -> SendRequest | None:
+    """A plain JSON send read straight from its frame, or None (decode it generically)."""
+    if frame.serialize_type is not _JSON:
+        return None
+    fields = send_v2_fields(frame.header)
+    if fields is None:
+        if _BATCH_CODE not in frame.header:
+            return None
+        fields = send_batch_fields(frame.header)
+        if fields is None or fields[1] & RESPONSE_FLAG:
+            return None
+        return _new(SendRequest, (_BATCH, *fields, _JSON, frame.body or b"", True, *_PARTIAL))
+    if fields[1] & RESPONSE_FLAG:
+        return None
+    # The reader's tuple is the request's fields from `opaque` to `properties`, in order.
+    return _new(SendRequest, (_V2, *fields, _JSON, frame.body or b"", False, *_PARTIAL))
