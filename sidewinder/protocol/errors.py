@@ -35,6 +35,10 @@ class NoPermission(SidewinderError):
     code = ResponseCode.NO_PERMISSION
 
 
+class ServiceNotAvailable(SidewinderError):
+    code = ResponseCode.SERVICE_NOT_AVAILABLE
+
+
 class SubscriptionGroupNotExist(SidewinderError):
     code = ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
 

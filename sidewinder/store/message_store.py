@@ -185,6 +185,11 @@ class MessageStore:
         return min(floors, default=None)
 
     # -- appends (append.py) ------------------------------------------------------------------
+    def write_failure(self) -> str:
+        """Why the store takes no message now ("" when it does): not running, a slave, a disk
+        or dispatch error. RocketMQ checks this before a message's size."""
+        return self._appender.write_failure()
+
     def illegal(self, message: MessageToStore) -> str:
         """Why the store cannot take `message` ("" when it can): append_many's precondition."""
         return self._commit_log.illegal(message)

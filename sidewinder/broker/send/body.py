@@ -69,3 +69,12 @@ def strip_wait(properties: str) -> tuple[str, bool]:
 def waits(properties: bytes) -> bool:
     wait = property_value(properties, MessageConst.WAIT_STORE_MSG_OK)
     return wait is None or wait.lower() != "false"
+
+
+def unavailable(remark: str) -> str:
+    """SERVICE_NOT_AVAILABLE's remark for a send the store did not take."""
+    return (
+        "service not available now. It may be caused by one of the following reasons: "
+        f"the broker's disk is full, messages are put to the slave, message store has been "
+        f"shut down, etc. ({remark})"
+    )

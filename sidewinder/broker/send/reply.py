@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 import orjson
 
 from sidewinder.broker.config import BrokerConfig
+from sidewinder.broker.send.body import unavailable
 from sidewinder.broker.send.request import SendRequest
 from sidewinder.broker.send.route import Routed
 from sidewinder.protocol.batch_record import BatchToStore
@@ -47,15 +48,6 @@ STORED_CODES = {
 
 _PREFIX = struct.Struct(">ii")
 _JSON_TYPE = SerializeType.JSON << 24
-
-
-def unavailable(remark: str) -> str:
-    """SERVICE_NOT_AVAILABLE's remark for a send the store did not take."""
-    return (
-        "service not available now. It may be caused by one of the following reasons: "
-        f"the broker's disk is full, messages are put to the slave, message store has been "
-        f"shut down, etc. ({remark})"
-    )
 
 
 class SendReplyFrames:

@@ -26,12 +26,18 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 from sidewinder.broker.config import PERM_WRITE, BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.schedule import schedule_for_delay
-from sidewinder.broker.send.body import MessageIllegal, decode_batch, strip_wait, waits
+from sidewinder.broker.send.body import (
+    MessageIllegal,
+    decode_batch,
+    strip_wait,
+    unavailable,
+    waits,
+)
 from sidewinder.broker.send.check import FAQ, check_topic, msg_check, plain_topic_name
 from sidewinder.broker.send.request import SendRequest
 from sidewinder.broker.timer import TIMER_MARK, TimerRefusal, TimerSettings, timer_for_send
@@ -45,7 +51,7 @@ from sidewinder.broker.topics import (
 from sidewinder.broker.transactions import to_half
 from sidewinder.protocol.batch_record import BatchToStore, batch_to_store
 from sidewinder.protocol.codes import ResponseCode
-from sidewinder.protocol.errors import NoPermission, SidewinderError
+from sidewinder.protocol.errors import NoPermission, ServiceNotAvailable, SidewinderError
 from sidewinder.protocol.message import MessageConst, without_property
 from sidewinder.protocol.record import (
     END_FILE_MIN_BLANK_LENGTH,
@@ -228,7 +234,7 @@ class SendRouter:
                 message = self._delayed_or_plain(message)
         problem = self.store.illegal(message)
         if problem:
-            raise MessageIllegal(problem)
+            self._refuse_illegal(problem)
         return Routed(message, wait, queue_id)
 
     def _batch(self, request: SendRequest, queue_id: int, born: Host) -> Routed:
@@ -242,7 +248,7 @@ class SendRouter:
         for message in messages:
             problem = self.store.illegal(message)
             if problem:
-                raise MessageIllegal(problem)
+                self._refuse_illegal(problem)
             total += message.record_size
         if len(messages) > 1:
             self._check_batch_size(total)
@@ -261,13 +267,23 @@ class SendRouter:
         """CommitLog's rule for a batch: all its records in one segment, within maxMessageSize."""
         max_size = self.store.max_message_size
         if total > max_size:
-            raise MessageIllegal(f"batch of {total} bytes is larger than maxMessageSize {max_size}")
+            self._refuse_illegal(f"batch of {total} bytes is larger than maxMessageSize {max_size}")
         largest = self.store.largest_record()
         if total > largest:
-            raise MessageIllegal(
+            self._refuse_illegal(
                 f"batch of {total} bytes cannot fit a mappedFileSizeCommitLog "
                 f"{largest + END_FILE_MIN_BLANK_LENGTH} segment"
             )
+
+    def _refuse_illegal(self, problem: str) -> NoReturn:
+        """A message the CommitLog cannot take, refused as RocketMQ's putMessage refuses it: a
+        store that takes no writes says so first (SERVICE_NOT_AVAILABLE), else MESSAGE_ILLEGAL;
+        either counts in putMessageFailedTimes."""
+        self.store.stats.put_failed_times += 1
+        failure = self.store.write_failure()
+        if failure:
+            raise ServiceNotAvailable(unavailable(failure))
+        raise MessageIllegal(problem)
 
     # -- the fast path -----------------------------------------------------------------------------
     def _fast_batch(
