@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from interop.processes import free_port_block
+from interop.ports import lease_port_block
 from interop.sidewinder import SidewinderCluster
 from sidewinder.client.producer import Message
 from sidewinder.client.sync import Producer, PullConsumer
@@ -39,7 +39,7 @@ def _producer_heartbeat(client: SyncRemotingClient, broker_addr: str) -> None:
 
 def _metrics_cluster(tmp_path: Path, **conf: str) -> tuple[int, SidewinderCluster]:
     """A started cluster whose broker serves /metrics on the port returned."""
-    port = free_port_block()
+    port = lease_port_block()
     broker_conf: dict[str, str | int] = {
         "metricsExporterType": "PROM",
         "metricsPromExporterHost": "127.0.0.1",

@@ -8,7 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from interop.processes import ManagedProcess, free_port_block, start_until_banner
+from interop.ports import lease_port_block
+from interop.processes import ManagedProcess, start_until_banner
 from interop.rocketmq import write_properties
 from interop.sidewinder import SidewinderCluster, SidewinderNamesrv, python_env
 from sidewinder.protocol.codes import RequestCode, ResponseCode
@@ -49,7 +50,7 @@ def test_a_second_broker_on_the_default_commitlog_refuses_to_start(tmp_path: Pat
     brokers: list[ManagedProcess] = []
 
     def broker(name: str) -> tuple[ManagedProcess, int]:
-        port = free_port_block((-2, 0, 1))
+        port = lease_port_block((-2, 0, 1))
         workdir = tmp_path / name
         write_properties(
             workdir / "broker.conf",
