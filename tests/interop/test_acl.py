@@ -76,13 +76,6 @@ def acl_target(
         target.stop()
 
 
-@pytest.fixture(scope="module")
-def client() -> Iterator[SyncRemotingClient]:
-    remoting = SyncRemotingClient()
-    yield remoting
-    remoting.close()
-
-
 def _send(topic: str, group: str = "aclProducers") -> RemotingCommand:
     fields = {
         "producerGroup": group,

@@ -18,7 +18,7 @@ from sidewinder.protocol.acl import sign_request
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import SyncRemotingClient
-from tests.conftest import unique
+from tests.helpers import unique
 
 pytestmark = pytest.mark.interop
 

@@ -21,7 +21,7 @@ from interop import fastjson
 from interop.capture import CapturedFrame, is_response, read_capture, request_codes
 from interop.fixtures import ensure_fixture
 from interop.target import ClusterTarget, running_target
-from tests.conftest import unique
+from tests.helpers import unique
 from tests.interop.scenarios import assert_received_all, consume
 
 pytestmark = [pytest.mark.interop, pytest.mark.reference_fixtures]

@@ -31,7 +31,7 @@ from sidewinder.protocol.headers import (
 from sidewinder.protocol.message import encode_properties
 from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.remoting.client import RemotingClient
-from tests.conftest import unique
+from tests.helpers import unique
 
 pytestmark = pytest.mark.interop
 

@@ -24,8 +24,8 @@ BROKERS = ("broker-a", "broker-a-s", "broker-b", "broker-b-s")
 
 
 def conf_set_on_leased_ports(dest: Path) -> list[str]:
-    """conf/2m-2s-sync copied with every listenPort moved to a leased one (interop/ports.py) (a test must not take
-    9876 or 10911); the name servers' addresses."""
+    """conf/2m-2s-sync copied with every listenPort moved to a leased one (interop/ports.py;
+    a test must not take 9876 or 10911); the name servers' addresses."""
     dest.mkdir(parents=True)
     namesrvs = []
     for path in sorted(CONF_SET.glob("*.conf")):
