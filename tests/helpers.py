@@ -46,6 +46,9 @@ V2_SEND_CODES = frozenset(
     {RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2}
 )
 WAIT_STORED = {"WAIT": "true"}
+# PullSysFlag's bit for a pull that carries its subscription (else the broker looks up the
+# group's, from a heartbeat).
+FLAG_SUBSCRIPTION = 0x4
 
 
 def send_request(
@@ -94,14 +97,17 @@ def pull_request(
     queue_id: int = 0,
     queue_offset: int = 0,
     max_msg_nums: int = 32,
-    sys_flag: int = 0,
+    sys_flag: int | None = None,
     commit_offset: int = 0,
     suspend_timeout_millis: int = 0,
     subscription: str | None = "*",
     **fields: Any,
 ) -> RemotingCommand:
-    """A PULL_MESSAGE of `topic`'s queue as a Java consumer writes it (tag expression `*`,
-    no suspension unless asked); `fields` sets any other header field by attribute name."""
+    """A PULL_MESSAGE of `topic`'s queue as a Java consumer writes it (tag expression `*`
+    carried in the header, no suspension unless asked); `fields` sets any other header field
+    by attribute name."""
+    if sys_flag is None:
+        sys_flag = FLAG_SUBSCRIPTION if subscription is not None else 0
     header = PullMessageRequestHeader(
         consumer_group=group,
         topic=topic,

@@ -84,7 +84,7 @@ def _send(topic: str, group: str = "aclProducers") -> RemotingCommand:
 
 
 def _pull(topic: str, group: str) -> RemotingCommand:
-    return pull_request(topic, group, max_msg_nums=1)
+    return pull_request(topic, group, max_msg_nums=1, sys_flag=0)
 
 
 def _signed(request: RemotingCommand, ak: str = USER, sk: str = USER_SECRET) -> RemotingCommand:

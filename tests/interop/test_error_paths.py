@@ -42,7 +42,6 @@ def pull(
         topic,
         "ErrorPathConsumer",
         queue_offset=offset,
-        sys_flag=0x4,
         suspend_timeout_millis=1000,
         expression_type="TAG",
     )
