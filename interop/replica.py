@@ -23,7 +23,8 @@ from typing import Any, Protocol
 
 from interop.cache import bench_cache
 from interop.jvm import java_command, java_env
-from interop.processes import ManagedProcess, free_port_block, start_until_banner
+from interop.ports import lease_port_block
+from interop.processes import ManagedProcess, start_until_banner
 from interop.rocketmq import BROKER_MAIN, test_broker_conf, write_properties
 from interop.sidewinder import python_env
 from sidewinder.protocol import body
@@ -60,7 +61,7 @@ class GroupBroker:
     ) -> None:
         self.kind = kind
         self.workdir = Path(workdir)
-        self.port = free_port_block((-2, 0, 1))
+        self.port = lease_port_block((-2, 0, 1))
         self.store_path = self.workdir / "store"
         self.namesrv_addr = namesrv_addr
         self.broker_name = broker_name

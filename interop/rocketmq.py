@@ -22,13 +22,8 @@ from typing import Any
 
 from interop.cache import BenchCache, bench_cache
 from interop.jvm import java_command, java_env
-from interop.processes import (
-    ManagedProcess,
-    StartupError,
-    can_connect,
-    free_port_block,
-    start_until_banner,
-)
+from interop.ports import lease_port_block
+from interop.processes import ManagedProcess, StartupError, can_connect, start_until_banner
 from sidewinder.common.properties import read_properties
 
 NAMESRV_MAIN = "org.apache.rocketmq.namesrv.NamesrvStartup"
@@ -98,9 +93,9 @@ class RocketMQCluster:
         self.startup_timeout_s = startup_timeout_s
         self._check_cache()
         overrides = dict(broker_conf or {})
-        self.namesrv_port = free_port_block()
+        self.namesrv_port = lease_port_block()
         # The broker also binds listenPort-2 (fast channel) and listenPort+1 (HA).
-        self.broker_port = int(overrides.get("listenPort") or free_port_block((-2, 0, 1)))
+        self.broker_port = int(overrides.get("listenPort") or lease_port_block((-2, 0, 1)))
         # An existing store (a golden fixture, say) is opened by naming it in broker_conf.
         self.store_path = Path(overrides.get("storePathRootDir") or self.workdir / "store")
         conf = test_broker_conf(

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from interop.processes import ManagedProcess, can_connect, free_port_block, start_until_banner
+from interop.ports import lease_port_block
+from interop.processes import ManagedProcess, can_connect, start_until_banner
 from interop.rocketmq import write_properties
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -32,7 +33,7 @@ class SidewinderNamesrv:
     ) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.port = int((conf or {}).get("listenPort") or free_port_block())
+        self.port = int((conf or {}).get("listenPort") or lease_port_block())
         values = {
             "listenPort": self.port,
             "kvConfigPath": self.workdir / "namesrv" / "kvConfig.json",
@@ -98,7 +99,7 @@ class SidewinderCluster:
         props = dict(system_props or {})
         self.namesrv = SidewinderNamesrv(self.workdir / "namesrv", props)
         overrides = dict(broker_conf or {})
-        self.broker_port = int(overrides.get("listenPort") or free_port_block((-2, 0, 1)))
+        self.broker_port = int(overrides.get("listenPort") or lease_port_block((-2, 0, 1)))
         self.store_path = Path(overrides.get("storePathRootDir") or self.workdir / "store")
         conf = sidewinder_broker_conf(
             store=self.store_path, namesrv_addr=self.namesrv.addr, listen_port=self.broker_port

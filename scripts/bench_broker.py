@@ -34,7 +34,8 @@ import uvloop
 from loadgen import Load, Meter, percentile_ms, produce, pull, pull_templates, send_templates
 
 from interop.cache import ROCKETMQ_SERVER_VERSION
-from interop.processes import ManagedProcess, can_connect, free_port_block
+from interop.ports import lease_port_block
+from interop.processes import ManagedProcess, can_connect
 from interop.rocketmq import RocketMQCluster
 from interop.target import create_target
 from sidewinder.client.admin import Admin
@@ -113,7 +114,7 @@ class RedisServer:
 
     def __init__(self, workdir: Path, flush: str) -> None:
         self.workdir = workdir
-        self.port = free_port_block()
+        self.port = lease_port_block()
         self.fsync = "always" if flush == "sync" else "everysec"
         binary = shutil.which("redis-server") or "redis-server"
         argv = [

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -14,15 +13,6 @@ import pytest
 from interop.fixtures import FIXTURE_NAMES, ensure_fixture
 from interop.target import TARGET_KINDS, ClusterTarget, create_target
 from tests import hot_path as _hot_path
-
-_names = itertools.count(1)
-
-
-def unique(prefix: str) -> str:
-    """A topic or group name no other test of this session uses."""
-    # xdist workers count separately: their worker id keeps the names apart.
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    return f"{prefix}_{worker}{next(_names)}"
 
 
 @pytest.fixture(params=_hot_path.IMPLEMENTATIONS)

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from interop.processes import free_port_block
+from interop.ports import lease_port_block
 from sidewinder.broker.app import BrokerApp
 from sidewinder.broker.config import BrokerConfig
 from sidewinder.common.loop_thread import LoopThread
@@ -29,7 +29,7 @@ T = TypeVar("T")
 
 class InProcessBroker:
     def __init__(self, root: Path, conf: Mapping[str, str] | None = None) -> None:
-        port = free_port_block((-2, 0, 1))  # the fast channel is listenPort - 2
+        port = lease_port_block((-2, 0, 1))  # the fast channel is listenPort - 2
         values = {
             "brokerIP1": "127.0.0.1",
             "listenPort": str(port),

@@ -1,5 +1,6 @@
 """Certificates for TLS tests, made at test time: a CA, a server certificate for 127.0.0.1 and
-localhost with an encrypted PKCS#8 key, and a client certificate, as PEM files."""
+localhost with an encrypted PKCS#8 key, and a client certificate, as PEM files; and RocketMQ's
+TLS settings for a server and its clients in either mode (`enforcing`, `permissive`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from interop.rocketmq import write_properties
+from sidewinder.remoting.tls import TlsConfig, TlsOption
+
 PASSWORD = "s3cret"
+NO_FILE = "/nonexistent/tls.properties"  # never the machine's /etc/rocketmq/tls.properties
 
 
 @dataclass(frozen=True)
@@ -117,3 +122,32 @@ def make_certs(directory: Path) -> CertSet:
         client_cert=directory / "client.crt",
         client_key=_write_key(directory / "client.key", client_key, None),
     )
+
+
+def enforcing(workdir: Path, certs: CertSet) -> tuple[dict[str, str], dict[str, str], TlsOption]:
+    """Server settings in a tls.config.file (certificate files); clients that verify."""
+    server_file = workdir / "tls.properties"
+    write_properties(
+        server_file,
+        {
+            "tls.test.mode.enable": "false",
+            "tls.server.certPath": certs.server_cert,
+            "tls.server.keyPath": certs.server_key_plain,
+            "tls.server.need.client.auth": "none",
+        },
+    )
+    server = {"tls.server.mode": "enforcing", "tls.config.file": str(server_file)}
+    verifying = {
+        "tls.config.file": NO_FILE,
+        "tls.test.mode.enable": "false",
+        "tls.client.authServer": "true",
+        "tls.client.trustCertPath": str(certs.ca_cert),
+    }
+    return server, {"tls.enable": "true", **verifying}, TlsConfig.load(verifying)
+
+
+def permissive() -> tuple[dict[str, str], dict[str, str], TlsOption]:
+    """RocketMQ's defaults but the mode: test mode, a self-signed server, trusting clients."""
+    server = {"tls.server.mode": "permissive", "tls.config.file": NO_FILE}
+    client = {"tls.enable": "true", "tls.config.file": NO_FILE}
+    return server, client, TlsConfig.load({"tls.config.file": NO_FILE})

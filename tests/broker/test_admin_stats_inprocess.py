@@ -14,8 +14,8 @@ import pytest
 from sidewinder.protocol import body
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
-from sidewinder.protocol.headers import SEND_V2_NAMES
 from sidewinder.protocol.record import MessageRecord, decode_record
+from tests.helpers import send_request
 from tests.inprocess import InProcessBroker
 
 TOPIC, GROUP = "StatsTopic", "StatsGroup"
@@ -55,19 +55,14 @@ def _create_topic(broker: InProcessBroker, topic: str) -> None:
 
 
 def _send(queue_id: int, topic: str = TOPIC) -> RemotingCommand:
-    fields = {
-        "producerGroup": "StatsProducers",
-        "topic": topic,
-        "defaultTopic": "TBW102",
-        "defaultTopicQueueNums": "4",
-        "queueId": str(queue_id),
-        "sysFlag": "0",
-        "bornTimestamp": "1700000000000",
-        "flag": "0",
-        "properties": "WAIT\x01true",
-    }
-    ext = {SEND_V2_NAMES[name]: value for name, value in fields.items()}
-    return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, b"0123456789")
+    return send_request(
+        topic,
+        b"0123456789",
+        group="StatsProducers",
+        queue_id=queue_id,
+        properties="WAIT\x01true",
+        born_timestamp=1700000000000,
+    )
 
 
 def _pull(queue_id: int, offset: int, commit_offset: int, group: str = GROUP) -> RemotingCommand:

@@ -19,7 +19,7 @@ from sidewinder.protocol.headers import (
 )
 from sidewinder.protocol.message import decode_offset_msg_id
 from sidewinder.remoting.client import SyncRemotingClient
-from tests.interop.test_error_paths import send
+from tests.helpers import send_request
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -51,7 +51,10 @@ def test_sigterm_exits_cleanly_and_offsets_survive_a_restart(tmp_path: Path) -> 
     cluster = SidewinderCluster(tmp_path).start()
     client = SyncRemotingClient()
     try:
-        assert send(client, cluster, "Restarts").code == ResponseCode.SUCCESS
+        assert (
+            client.invoke(cluster.broker_addr, send_request("Restarts"), 10).code
+            == ResponseCode.SUCCESS
+        )
         update = UpdateConsumerOffsetRequestHeader("RestartGroup", "Restarts", 0, 1)
         reply = client.invoke(
             cluster.broker_addr,
@@ -88,14 +91,16 @@ def test_kill_9_under_sync_flush_loses_no_acknowledged_message(tmp_path: Path) -
     def produce() -> None:
         while not stop.is_set() and len(acked) < 20_000:
             try:
-                reply = send(client, cluster, "KillNine", f"m{len(acked)}".encode())
+                reply = client.invoke(
+                    cluster.broker_addr, send_request("KillNine", f"m{len(acked)}".encode()), 10
+                )
             except Exception:
                 return  # the broker is gone
             if reply.code == ResponseCode.SUCCESS:
                 acked.append((reply.ext_fields or {})["msgId"])
 
     try:
-        send(client, cluster, "KillNine", b"warm-up")
+        client.invoke(cluster.broker_addr, send_request("KillNine", b"warm-up"), 10)
         producer = threading.Thread(target=produce)
         producer.start()
         deadline = time.monotonic() + 60

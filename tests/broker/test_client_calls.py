@@ -13,7 +13,7 @@ from pathlib import Path
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import RemotingClient
-from tests.broker.test_pull import GROUP, TOPIC, broker
+from tests.broker.bare_broker import GROUP, TOPIC, broker
 
 CLIENT_ID = "127.0.0.1@silent"
 

@@ -20,7 +20,7 @@ from sidewinder.client.pulling import offset_at
 from sidewinder.client.push_consumer import PushConsumer, ReceivedMessage
 from sidewinder.protocol.message import decode_offset_msg_id
 from sidewinder.protocol.record import MessageRecord, decode_record
-from tests.interop.test_push_consumer import until
+from tests.helpers import until
 
 TOTAL = 10_000
 TAGS = ("TagA", "TagB", "TagC")

@@ -11,7 +11,7 @@ import pytest
 from sidewinder.broker.topics import TopicConfig
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
-from sidewinder.protocol.headers import SEND_V2_NAMES
+from tests.helpers import send_request
 from tests.inprocess import InProcessBroker
 
 
@@ -23,46 +23,33 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessBroker
         yield started
 
 
-def _send(topic: str, **changes: str) -> RemotingCommand:
-    fields = {
-        "producerGroup": "g",
-        "topic": topic,
-        "defaultTopic": "TBW102",
-        "defaultTopicQueueNums": "4",
-        "queueId": "0",
-        "sysFlag": "0",
-        "bornTimestamp": "1700000000000",
-        "flag": "0",
-        "properties": "WAIT\x01true",
-        **changes,
-    }
-    ext = {SEND_V2_NAMES[name]: value for name, value in fields.items()}
-    return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, b"body")
+def _send(topic: str, queue_id: int = 0) -> RemotingCommand:
+    return send_request(topic, group="g", queue_id=queue_id, born_timestamp=1700000000000)
 
 
 @pytest.mark.parametrize(
-    ("topic", "changes", "code", "remark"),
+    ("topic", "queue_id", "code", "remark"),
     [
-        ("Plain", {}, ResponseCode.SUCCESS, None),
-        ("NoSuchTopic", {}, ResponseCode.TOPIC_NOT_EXIST, "topic[NoSuchTopic] not exist"),
-        ("a b", {}, ResponseCode.SYSTEM_ERROR, "contains illegal characters"),
+        ("Plain", 0, ResponseCode.SUCCESS, None),
+        ("NoSuchTopic", 0, ResponseCode.TOPIC_NOT_EXIST, "topic[NoSuchTopic] not exist"),
+        ("a b", 0, ResponseCode.SYSTEM_ERROR, "contains illegal characters"),
         (
             "SCHEDULE_TOPIC_XXXX",
-            {},
+            0,
             ResponseCode.NO_PERMISSION,
             "Sending message to topic[SCHEDULE_TOPIC_XXXX] is forbidden.",
         ),
-        ("Plain", {"queueId": "9"}, ResponseCode.SYSTEM_ERROR, "request queueId[9] is illegal"),
+        ("Plain", 9, ResponseCode.SYSTEM_ERROR, "request queueId[9] is illegal"),
     ],
 )
 def test_a_send_is_stored_or_refused_with_rocketmq_s_code_and_remark(
     broker: InProcessBroker,
     topic: str,
-    changes: dict[str, str],
+    queue_id: int,
     code: ResponseCode,
     remark: str | None,
 ) -> None:
-    reply = broker.invoke(_send(topic, **changes))
+    reply = broker.invoke(_send(topic, queue_id))
     assert reply.code == code, reply.remark
     if remark is not None:
         assert remark in (reply.remark or "")

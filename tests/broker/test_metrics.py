@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from interop.processes import free_port_block
+from interop.ports import lease_port_block
 from interop.sidewinder import SidewinderCluster
 from sidewinder.client.producer import Message
 from sidewinder.client.sync import Producer, PullConsumer
@@ -39,7 +39,7 @@ def _producer_heartbeat(client: SyncRemotingClient, broker_addr: str) -> None:
 
 def _metrics_cluster(tmp_path: Path, **conf: str) -> tuple[int, SidewinderCluster]:
     """A started cluster whose broker serves /metrics on the port returned."""
-    port = free_port_block()
+    port = lease_port_block()
     broker_conf: dict[str, str | int] = {
         "metricsExporterType": "PROM",
         "metricsPromExporterHost": "127.0.0.1",
@@ -47,6 +47,14 @@ def _metrics_cluster(tmp_path: Path, **conf: str) -> tuple[int, SidewinderCluste
         **conf,
     }
     return port, SidewinderCluster(tmp_path, broker_conf=broker_conf).start()
+
+
+def _one(scraped: Scraped, name: str, **labels: str) -> float:
+    """The value of the one sample of `name` with `labels`: it must be there (Scraped.value
+    reads a missing metric as 0)."""
+    found = scraped.matching(name, **labels)
+    assert len(found) == 1, (name, labels, found)
+    return found[0].value
 
 
 def _until(port: int, check: str, want: float, **labels: str) -> Scraped:
@@ -60,7 +68,12 @@ def _until(port: int, check: str, want: float, **labels: str) -> Scraped:
 
 
 def test_broker_metrics_follow_sends_pulls_and_commits(tmp_path: Path) -> None:
-    port, cluster = _metrics_cluster(tmp_path, metricsLabel="env:test")
+    started_ms = time.time() * 1000
+    # ASYNC_FLUSH flushes on its timer once anything is dirty, not from 4 dirty pages on (the
+    # test writes less), so the CommitLog flush rounds below count the sends' flushes.
+    port, cluster = _metrics_cluster(
+        tmp_path, metricsLabel="env:test", flushCommitLogLeastPages="0"
+    )
     mine = {"cluster": cluster.cluster_name, "node_type": "broker", "env": "test"}
     try:
         with Producer("MetricsProducers", cluster.namesrv_addr) as producer:
@@ -93,14 +106,17 @@ def test_broker_metrics_follow_sends_pulls_and_commits(tmp_path: Path) -> None:
                 # The very records stored go out: bytes out equal bytes in.
                 assert scraped.value("rocketmq_throughput_out_total", **out) == size
                 consumer.commit()
+                unconsumed_since_ms = time.time() * 1000
                 for _ in range(4):
                     producer.send(Message(TOPIC, b"z" * 50))
                 progress = {**out, "is_retry": "false"}
                 scraped = _until(port, "rocketmq_consumer_ready_messages", 4, **progress)
+                waited_ms = time.time() * 1000 - unconsumed_since_ms
                 assert scraped.value("rocketmq_consumer_lag_messages", **progress) == 4
                 assert scraped.value("rocketmq_consumer_ready_messages", **progress) == 4
                 assert scraped.value("rocketmq_consumer_inflight_messages", **progress) == 0
-                assert scraped.value("rocketmq_consumer_lag_latency", **progress) >= 0
+                # The age of the first of the four, not of the eight consumed before them.
+                assert 0 <= _one(scraped, "rocketmq_consumer_lag_latency", **progress) <= waited_ms
                 assert _poll(consumer, 4) == 4
                 scraped = scrape(port)  # pulled, not committed: in flight
                 assert scraped.value("rocketmq_consumer_inflight_messages", **progress) == 4
@@ -135,10 +151,14 @@ def test_broker_metrics_follow_sends_pulls_and_commits(tmp_path: Path) -> None:
         storage = {"storage_type": "local", "storage_medium": "disk"}
         assert scraped.value("rocketmq_storage_size", **storage) > 0
         assert scraped.matching("rocketmq_storage_flush_behind_bytes", **storage)
-        assert scraped.value("rocketmq_storage_dispatch_behind_bytes", **storage) >= 0
-        assert scraped.value("rocketmq_storage_message_reserve_time", **storage) >= 0
+        # Every message was pulled, so dispatched; nothing was written since.
+        assert _one(scraped, "rocketmq_storage_dispatch_behind_bytes", **storage) == 0
+        # The oldest message is the test's first: younger than the test, older than 0 ms.
+        oldest_age_ms = _one(scraped, "rocketmq_storage_message_reserve_time", **storage)
+        assert 0 < oldest_age_ms <= time.time() * 1000 - started_ms
         assert scraped.matching("sidewinder_store_recovery_seconds", abnormal="false")
-        assert scraped.value("sidewinder_store_flush_latency_seconds_count", flush="commitlog") >= 0
+        # The flush timer (flushIntervalCommitLog, 500 ms) has flushed the sends by now.
+        assert _one(scraped, "sidewinder_store_flush_latency_seconds_count", flush="commitlog") > 0
         for sample in scraped.samples:  # every metric carries the broker's identity
             assert sample.labels["node_id"] == cluster.broker_name, sample
             assert sample.labels["env"] == "test", sample

@@ -6,14 +6,10 @@ bytes being the generic encoder's."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 from sidewinder.broker.app import BrokerApp
-from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.processors.pull import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
-from sidewinder.broker.topics import TopicConfig
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
@@ -21,28 +17,9 @@ from sidewinder.protocol.message import encode_properties
 from sidewinder.protocol.record import Host, MessageRecord, MessageToStore, decode_record
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.codec import encode_command
-from sidewinder.store.config import StoreConfig
+from tests.broker.bare_broker import GROUP, TOPIC, broker
 
 HOST = Host(b"\x7f\x00\x00\x01", 10911)
-TOPIC, GROUP = "PullTopic", "PullGroup"
-
-
-@asynccontextmanager
-async def broker(root: Path, **store: object) -> AsyncIterator[tuple[BrokerApp, str]]:
-    config = BrokerConfig(
-        store=StoreConfig(
-            store_path_root_dir=root, store_path_commit_log=root / "commitlog", **store
-        )
-    )
-    app = BrokerApp(config)
-    await app.store.start()
-    app.topics.upsert(TopicConfig(TOPIC, 2, 2, 6))
-    port = await app.server.start("127.0.0.1", 0)
-    try:
-        yield app, f"127.0.0.1:{port}"
-    finally:
-        await app.server.stop()
-        await app.store.shutdown()
 
 
 async def put(

@@ -8,7 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from interop.processes import ManagedProcess, free_port_block, start_until_banner
+from interop.ports import lease_port_block
+from interop.processes import ManagedProcess, start_until_banner
 from interop.rocketmq import write_properties
 from interop.sidewinder import SidewinderCluster, SidewinderNamesrv, python_env
 from sidewinder.protocol.codes import RequestCode, ResponseCode
@@ -17,7 +18,7 @@ from sidewinder.protocol.headers import ViewMessageRequestHeader
 from sidewinder.protocol.message import decode_offset_msg_id
 from sidewinder.protocol.record import decode_record
 from sidewinder.remoting.client import SyncRemotingClient
-from tests.interop.test_error_paths import pull, send
+from tests.helpers import pull_request, send_request
 from tests.small_disk import fill, small_disk
 
 
@@ -36,11 +37,6 @@ def view_body(client: SyncRemotingClient, broker_addr: str, msg_id: str) -> byte
     return bytes(record.body)  # type: ignore[union-attr]
 
 
-class _Addr:
-    def __init__(self, broker_addr: str) -> None:
-        self.broker_addr = broker_addr
-
-
 def test_a_second_broker_on_the_default_commitlog_refuses_to_start(tmp_path: Path) -> None:
     """Two brokers with their own storePathRootDir and no storePathCommitLog both name
     ~/store/commitlog, as RocketMQ's defaults do: the second must refuse, saying why."""
@@ -49,7 +45,7 @@ def test_a_second_broker_on_the_default_commitlog_refuses_to_start(tmp_path: Pat
     brokers: list[ManagedProcess] = []
 
     def broker(name: str) -> tuple[ManagedProcess, int]:
-        port = free_port_block((-2, 0, 1))
+        port = lease_port_block((-2, 0, 1))
         workdir = tmp_path / name
         write_properties(
             workdir / "broker.conf",
@@ -81,10 +77,10 @@ def test_a_second_broker_on_the_default_commitlog_refuses_to_start(tmp_path: Pat
         shared = home / "store" / "commitlog"
         assert first.output_contains("store.commitlog_outside_root")
         assert first.output_contains(str(shared))
-        target = _Addr(f"127.0.0.1:{first_port}")
+        first_addr = f"127.0.0.1:{first_port}"
         acked = {}
         for n in range(200):
-            reply = send(client, target, "SharedLog", f"a-{n}".encode())  # type: ignore[arg-type]
+            reply = client.invoke(first_addr, send_request("SharedLog", f"a-{n}".encode()), 10)
             assert reply.code == ResponseCode.SUCCESS, reply.remark
             acked[(reply.ext_fields or {})["msgId"]] = f"a-{n}".encode()
 
@@ -98,7 +94,7 @@ def test_a_second_broker_on_the_default_commitlog_refuses_to_start(tmp_path: Pat
         assert not (tmp_path / "broker-b-root" / "abort").exists()
         # The first broker's messages are its own, intact.
         for msg_id, body in acked.items():
-            assert view_body(client, target.broker_addr, msg_id) == body
+            assert view_body(client, first_addr, msg_id) == body
         assert all(p.name.isdigit() for p in shared.iterdir())  # RocketMQ's loader agrees
     finally:
         client.close()
@@ -127,7 +123,7 @@ def send_until_refused(
     acked: dict[str, bytes] = {}
     for n in range(limit):
         body = f"{n:08d}".encode() * 512  # 4 KiB
-        reply = send(client, cluster, "FullDisk", body)  # type: ignore[arg-type]
+        reply = client.invoke(cluster.broker_addr, send_request("FullDisk", body), 10)
         if reply.code != ResponseCode.SUCCESS:
             assert reply.code == ResponseCode.SERVICE_NOT_AVAILABLE, reply
             assert "disk full" in (reply.remark or ""), reply.remark
@@ -162,12 +158,17 @@ def test_a_full_disk_refuses_sends_serves_reads_survives_a_restart_and_resumes(
             assert cluster.broker.alive()
             for msg_id, body in acked.items():
                 assert view_body(client, cluster.broker_addr, msg_id) == body
-            assert pull(client, cluster, "FullDisk", 0).code == ResponseCode.SUCCESS  # type: ignore[arg-type]
+            pulled = client.invoke(
+                cluster.broker_addr, pull_request("FullDisk", "FullDiskReaders"), 10
+            )
+            assert pulled.code == ResponseCode.SUCCESS
 
             # Killed and restarted on the still-full disk: it recovers and serves reads.
             cluster.kill_broker()
             cluster.start_broker()
-            refused = send(client, cluster, "FullDisk", b"after restart")  # type: ignore[arg-type]
+            refused = client.invoke(
+                cluster.broker_addr, send_request("FullDisk", b"after restart"), 10
+            )
             assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
             assert "disk full" in (refused.remark or "")
             for msg_id, body in acked.items():
@@ -177,7 +178,9 @@ def test_a_full_disk_refuses_sends_serves_reads_survives_a_restart_and_resumes(
             ballast.unlink()  # space is back: sends are taken again, without a restart
             deadline = time.monotonic() + 15
             while True:
-                reply = send(client, cluster, "FullDisk", b"space is back")  # type: ignore[arg-type]
+                reply = client.invoke(
+                    cluster.broker_addr, send_request("FullDisk", b"space is back"), 10
+                )
                 if reply.code == ResponseCode.SUCCESS:
                     break
                 assert time.monotonic() < deadline, reply.remark

@@ -15,8 +15,8 @@ from sidewinder.broker.topics import TIMER_TOPIC
 from sidewinder.protocol import body
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
-from sidewinder.protocol.headers import SEND_V2_NAMES
 from sidewinder.protocol.message import MessageConst, encode_properties
+from tests.helpers import send_request
 from tests.inprocess import InProcessBroker
 
 TOPIC = "TimerPlain"
@@ -30,20 +30,20 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessBroker
         yield started
 
 
-def _ext(topic: str, properties: str = "WAIT\x01true", *, batch: bool = False) -> dict[str, str]:
-    fields = {
-        "producerGroup": "g",
-        "topic": topic,
-        "defaultTopic": "TBW102",
-        "defaultTopicQueueNums": "1",
-        "queueId": "0",
-        "sysFlag": "0",
-        "bornTimestamp": str(int(time.time() * 1000)),
-        "flag": "0",
-        "properties": properties,
-        "batch": "true" if batch else "false",
-    }
-    return {SEND_V2_NAMES[name]: value for name, value in fields.items()}
+def _send(topic: str, body: bytes, properties: str = "WAIT\x01true") -> RemotingCommand:
+    return send_request(topic, body, group="g", properties=properties, default_topic_queue_nums=1)
+
+
+def _send_batch(topic: str, body: bytes) -> RemotingCommand:
+    return send_request(
+        topic,
+        body,
+        code=RequestCode.SEND_BATCH_MESSAGE,
+        group="g",
+        properties="WAIT\x01true",
+        default_topic_queue_nums=1,
+        batch=True,
+    )
 
 
 def _batch_body(properties: list[dict[str, str]]) -> bytes:
@@ -82,12 +82,8 @@ def test_a_send_to_the_timer_topic_is_refused(broker: InProcessBroker) -> None:
     out_ms = str(int(time.time() * 1000) // 1000 * 1000)
     forged = f"REAL_TOPIC\x01{TOPIC}\x02REAL_QID\x010\x02TIMER_OUT_MS\x01{out_ms}"
     for request in (
-        RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, _ext(TIMER_TOPIC, forged), b"x"),
-        RemotingCommand.request(
-            RequestCode.SEND_BATCH_MESSAGE,
-            _ext(TIMER_TOPIC, batch=True),
-            _batch_body([{MessageConst.WAIT_STORE_MSG_OK: "true"}]),
-        ),
+        _send(TIMER_TOPIC, b"x", forged),
+        _send_batch(TIMER_TOPIC, _batch_body([{MessageConst.WAIT_STORE_MSG_OK: "true"}])),
     ):
         reply = broker.invoke(request)
         assert reply.code == ResponseCode.NO_PERMISSION
@@ -101,11 +97,7 @@ def test_a_batch_of_timer_messages_waits_in_the_timer_topic(broker: InProcessBro
     timers, plain = _queue_ends(broker)
     later = str(int(time.time() * 1000) + 60_000)
     props = [{MessageConst.TIMER_DELIVER_MS: later, "UNIQ_KEY": f"B{n}"} for n in range(3)]
-    reply = broker.invoke(
-        RemotingCommand.request(
-            RequestCode.SEND_BATCH_MESSAGE, _ext(TOPIC, batch=True), _batch_body(props)
-        )
-    )
+    reply = broker.invoke(_send_batch(TOPIC, _batch_body(props)))
     assert reply.code == ResponseCode.SUCCESS, reply.remark
     assert _queue_ends(broker) == (timers + 3, plain)
 
@@ -136,9 +128,7 @@ def test_cleanup_keeps_what_pending_timers_read_and_deletes_delivered_timer_logs
         broker.create_topic(TOPIC, 1)
 
         def send(properties: str, data: bytes) -> None:
-            request = RemotingCommand.request(
-                RequestCode.SEND_MESSAGE_V2, _ext(TOPIC, properties + "\x02WAIT\x01true"), data
-            )
+            request = _send(TOPIC, data, properties + "\x02WAIT\x01true")
             assert broker.invoke(request).code == ResponseCode.SUCCESS
 
         for _ in range(10):  # past the first segment

@@ -14,7 +14,7 @@ from sidewinder.protocol.message import MessageConst, encode_properties
 from sidewinder.protocol.record import Host, MessageRecord, MessageToStore
 from sidewinder.store.config import StoreConfig
 from sidewinder.store.message_store import MessageStore, PutStatus
-from tests.store.test_message_store import store_config, wait_dispatched
+from tests.store.small_store import store_config, wait_dispatched
 
 HOST = Host(b"\x7f\x00\x00\x01", 10911)
 

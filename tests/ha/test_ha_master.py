@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from sidewinder.protocol.codes import RequestCode, ResponseCode
-from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.ha import TransferFrames, encode_report
+from tests.helpers import send_request
 from tests.inprocess import InProcessBroker
 
 SEGMENT = 4 << 20
@@ -194,25 +194,7 @@ def test_sync_master_with_sync_flush_answers_by_the_slave(tmp_path: Path) -> Non
 
 
 def _send_code(broker: InProcessBroker, body: bytes) -> int:
-    reply = broker.invoke(
-        RemotingCommand.request(
-            RequestCode.SEND_MESSAGE,
-            {
-                "producerGroup": "pg",
-                "topic": "HaTopic",
-                "defaultTopic": "TBW102",
-                "defaultTopicQueueNums": "4",
-                "queueId": "0",
-                "sysFlag": "0",
-                "bornTimestamp": str(int(time.time() * 1000)),
-                "flag": "0",
-                "properties": "WAIT\x01true\x02",
-                "reconsumeTimes": "0",
-                "unitMode": "false",
-            },
-            body=body,
-        )
-    )
+    reply = broker.invoke(send_request("HaTopic", body, code=RequestCode.SEND_MESSAGE, group="pg"))
     assert reply.ext_fields and reply.ext_fields.get("msgId"), reply  # stored whatever the code
     return reply.code
 

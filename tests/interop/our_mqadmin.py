@@ -2,6 +2,7 @@
 beside RocketMQ's tool (interop/mqadmin.py runs that one).
 
     done = ours_run(target, "topicList")                      # a CompletedProcess
+    out = mqadmin(target, "topicList")                        # stdout; must exit 0
     stderr = ours_failing(target, "queryMsgById", "-i", "X")  # must exit 1
 """
 
@@ -61,6 +62,13 @@ def ours_run(
         env=_tool_env(env),
         cwd=scratch_dir(),
     )
+
+
+def mqadmin(target: ClusterTarget, *args: str) -> str:
+    """Our tool's stdout for a sub-command that must succeed."""
+    done = ours_run(target, *args)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def ours_failing(target: ClusterTarget, *args: str) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from interop.drivers import (
@@ -16,7 +18,9 @@ from interop.drivers import (
     run_driver,
     start_driver,
 )
+from interop.mqadmin import create_topic
 from interop.target import ClusterTarget
+from tests.helpers import unique
 
 DEFAULT_PROPS = ["color=blue", "n=7"]
 
@@ -194,3 +198,23 @@ def produce_all(
             if not busy or attempt == attempts - 1:
                 raise DriverError(run.describe())
     return [sent[i] for i in sorted(sent)]
+
+
+QUEUES = 4  # every topic here is created with 4 read and 4 write queues
+
+
+def new_topic(target: ClusterTarget, prefix: str) -> str:
+    # A consumer started before its topic exists may wait ~30 s for the route: create it first.
+    topic = unique(prefix)
+    create_topic(target.namesrv_addr, topic, queues=QUEUES)
+    return topic
+
+
+@contextmanager
+def killing(*procs: DriverProcess) -> Iterator[None]:
+    """Kill (by pid) the background drivers still running when the block fails."""
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()

@@ -19,11 +19,9 @@ from interop.target import ClusterTarget
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import (
-    SEND_V2_NAMES,
     ConsumerSendMsgBackRequestHeader,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
-    SendMessageRequestHeader,
     ViewMessageRequestHeader,
 )
 from sidewinder.protocol.message import (
@@ -35,6 +33,7 @@ from sidewinder.protocol.message import (
 )
 from sidewinder.protocol.record import BlankRecord, MessageRecord, decode_record
 from sidewinder.remoting.client import SyncRemotingClient
+from tests.helpers import send_request
 
 PULL_SUBSCRIPTION_FLAG = 0x4  # the filter comes with the request; no commit, no suspend
 PULL_BATCH = 32
@@ -297,23 +296,14 @@ def send_raw(
     max_reconsume_times: int | None = None,
 ) -> None:
     """SEND_MESSAGE_V2 to queue 0, as a producer's sendKernelImpl builds it."""
-    header = SendMessageRequestHeader(
-        producer_group=group,
-        topic=topic,
-        default_topic="TBW102",
-        default_topic_queue_nums=4,
-        queue_id=0,
-        sys_flag=0,
-        born_timestamp=born_timestamp,
-        flag=0,
+    request = send_request(
+        topic,
+        body,
+        group=group,
         properties=encode_properties(properties, trailing=False).decode(),
+        born_timestamp=born_timestamp,
         reconsume_times=reconsume_times,
-        unit_mode=False,
-        batch=False,
         max_reconsume_times=max_reconsume_times,
-    )
-    request = RemotingCommand.request(
-        RequestCode.SEND_MESSAGE_V2, header.to_ext(names=SEND_V2_NAMES), body
     )
     reply = client.invoke(target.broker_addr, request, 10)
     assert reply.code == ResponseCode.SUCCESS, (reply.code, reply.remark)

@@ -28,6 +28,7 @@ from sidewinder.protocol.acl import sign_request
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import SyncRemotingClient
+from tests.helpers import pull_request, send_request
 from tests.interop.our_mqadmin import ours_run
 
 USER, USER_SECRET = "RocketMQ", "12345678"
@@ -76,45 +77,14 @@ def acl_target(
         target.stop()
 
 
-@pytest.fixture(scope="module")
-def client() -> Iterator[SyncRemotingClient]:
-    remoting = SyncRemotingClient()
-    yield remoting
-    remoting.close()
-
-
 def _send(topic: str, group: str = "aclProducers") -> RemotingCommand:
-    fields = {
-        "producerGroup": group,
-        "topic": topic,
-        "defaultTopic": "TBW102",
-        "defaultTopicQueueNums": "4",
-        "queueId": "0",
-        "sysFlag": "0",
-        "bornTimestamp": str(int(time.time() * 1000)),
-        "flag": "0",
-        "properties": "",
-        "reconsumeTimes": "0",
-        "unitMode": "false",
-        "batch": "false",
-    }
-    return RemotingCommand.request(RequestCode.SEND_MESSAGE, fields, b"acl-body")
+    return send_request(
+        topic, b"acl-body", code=RequestCode.SEND_MESSAGE, group=group, properties={}
+    )
 
 
 def _pull(topic: str, group: str) -> RemotingCommand:
-    fields = {
-        "consumerGroup": group,
-        "topic": topic,
-        "queueId": "0",
-        "queueOffset": "0",
-        "maxMsgNums": "1",
-        "sysFlag": "0",
-        "commitOffset": "0",
-        "suspendTimeoutMillis": "0",
-        "subscription": "*",
-        "subVersion": "0",
-    }
-    return RemotingCommand.request(RequestCode.PULL_MESSAGE, fields)
+    return pull_request(topic, group, max_msg_nums=1, sys_flag=0)
 
 
 def _signed(request: RemotingCommand, ak: str = USER, sk: str = USER_SECRET) -> RemotingCommand:

@@ -18,7 +18,7 @@ from sidewinder.protocol.acl import sign_request
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import SyncRemotingClient
-from tests.conftest import unique
+from tests.helpers import send_request, unique
 
 pytestmark = pytest.mark.interop
 
@@ -90,22 +90,12 @@ def test_a_slave_of_an_acl_master(pair: tuple[ClusterTarget, ReplicaBroker]) -> 
         )
         assert created.code == ResponseCode.SUCCESS, created
         for n in range(20):
-            message = RemotingCommand.request(
-                RequestCode.SEND_MESSAGE,
-                {
-                    "producerGroup": "AclHaProducer",
-                    "topic": topic,
-                    "defaultTopic": "TBW102",
-                    "defaultTopicQueueNums": "4",
-                    "queueId": "0",
-                    "sysFlag": "0",
-                    "bornTimestamp": str(int(time.time() * 1000)),
-                    "flag": "0",
-                    "properties": f"KEYS\x01k-{n}\x02",
-                    "reconsumeTimes": "0",
-                    "unitMode": "false",
-                },
+            message = send_request(
+                topic,
                 f"body {n}".encode(),
+                code=RequestCode.SEND_MESSAGE,
+                group="AclHaProducer",
+                properties={"KEYS": f"k-{n}"},
             )
             sign_request(message, ADMIN, SECRET)
             reply = client.invoke(master.broker_addr, message, 10)

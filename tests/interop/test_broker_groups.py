@@ -26,7 +26,7 @@ from sidewinder.client.producer import Message, Producer, SendResult
 from sidewinder.client.push_consumer import ConsumeStatus, PushConsumer, ReceivedMessage
 from sidewinder.client.route_cache import ClientError
 from sidewinder.remoting.client import SyncRemotingClient
-from tests.conftest import unique
+from tests.helpers import unique
 from tests.interop.scenarios import start_consumer
 
 pytestmark = pytest.mark.interop

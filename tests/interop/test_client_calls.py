@@ -24,7 +24,7 @@ from sidewinder.client.push_consumer import ConsumeStatus, PushConsumer, Receive
 from sidewinder.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import RemotingClient
-from tests.conftest import unique
+from tests.helpers import unique
 from tests.interop.scenarios import consume, produce, start_consumer
 
 pytestmark = pytest.mark.interop

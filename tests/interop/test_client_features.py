@@ -12,38 +12,29 @@ they prove the broker.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from itertools import pairwise
 from typing import Any
 
 import pytest
 
-from interop.drivers import CLIENTS, DriverProcess, DriverRun, run_driver
-from interop.mqadmin import create_topic
+from interop.drivers import CLIENTS, DriverRun, run_driver
 from interop.target import ClusterTarget
-from tests.conftest import unique
+from tests.helpers import unique
 from tests.interop.scenarios import (
     DEFAULT_PROPS,
+    QUEUES,
     assert_received_all,
     assert_sent_well,
     by_index,
     consume,
+    killing,
+    new_topic,
     produce_all,
     start_consumer,
     wait_with_arrivals,
 )
 
 pytestmark = pytest.mark.interop
-
-QUEUES = 4  # every topic here is created with 4 read and 4 write queues
-
-
-def new_topic(target: ClusterTarget, prefix: str) -> str:
-    # A consumer started before its topic exists may wait ~30 s for the route: create it first.
-    topic = unique(prefix)
-    create_topic(target.namesrv_addr, topic, queues=QUEUES)
-    return topic
 
 
 def positions(events: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
@@ -79,16 +70,6 @@ def warm_broker(target: ClusterTarget) -> None:
     """
     topic = new_topic(target, "Warmup")
     produce_all(target, "java", topic, 400, group=unique("PG"), body_size=512)
-
-
-@contextmanager
-def killing(*procs: DriverProcess) -> Iterator[None]:
-    """Kill (by pid) the background drivers still running when the block fails."""
-    try:
-        yield
-    finally:
-        for proc in procs:
-            proc.kill()
 
 
 # -- 1. send modes --------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 from interop.drivers import CLIENTS
 from interop.mqadmin import create_topic
 from interop.target import ClusterTarget
-from tests.conftest import unique
+from tests.helpers import unique
 from tests.interop.scenarios import (
     DEFAULT_PROPS,
     assert_received_all,

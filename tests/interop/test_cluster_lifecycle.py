@@ -14,7 +14,7 @@ from interop.mqadmin import create_topic, mqadmin
 from interop.processes import StartupError, can_connect
 from interop.target import ClusterTarget, create_target, running_target
 from sidewinder.common.properties import read_properties
-from tests.conftest import unique
+from tests.helpers import unique
 from tests.interop.scenarios import assert_received_all, consume, produce
 
 pytestmark = pytest.mark.interop

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,42 +13,24 @@ from interop.target import ClusterTarget
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import (
-    SEND_V2_NAMES,
     GetRouteInfoRequestHeader,
-    PullMessageRequestHeader,
     QueryConsumerOffsetRequestHeader,
-    SendMessageRequestHeader,
 )
-from sidewinder.protocol.message import encode_properties
 from sidewinder.remoting.client import SyncRemotingClient
-from tests.conftest import unique
+from tests.helpers import pull_request, send_request, unique
 
 pytestmark = pytest.mark.interop
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[SyncRemotingClient]:
-    remoting = SyncRemotingClient()
-    yield remoting
-    remoting.close()
 
 
 def send(
     client: SyncRemotingClient, target: ClusterTarget, topic: str, body: bytes = b"hello", **kw: Any
 ) -> RemotingCommand:
-    header = SendMessageRequestHeader(
-        producer_group=kw.get("group", "ErrorPathProducer"),
-        topic=topic,
-        default_topic="TBW102",
-        default_topic_queue_nums=4,
+    request = send_request(
+        topic,
+        body,
+        group=kw.get("group", "ErrorPathProducer"),
         queue_id=kw.get("queue_id", 0),
-        sys_flag=0,
-        born_timestamp=int(time.time() * 1000),
-        flag=0,
-        properties=encode_properties({"KEYS": "k"}).decode(),
-    )
-    request = RemotingCommand.request(
-        RequestCode.SEND_MESSAGE_V2, header.to_ext(names=SEND_V2_NAMES), body
+        properties={"KEYS": "k"},
     )
     return client.invoke(target.broker_addr, request, 10)
 
@@ -56,22 +38,14 @@ def send(
 def pull(
     client: SyncRemotingClient, target: ClusterTarget, topic: str, offset: int
 ) -> RemotingCommand:
-    header = PullMessageRequestHeader(
-        consumer_group="ErrorPathConsumer",
-        topic=topic,
-        queue_id=0,
+    request = pull_request(
+        topic,
+        "ErrorPathConsumer",
         queue_offset=offset,
-        max_msg_nums=32,
-        sys_flag=0x4,
-        commit_offset=0,
         suspend_timeout_millis=1000,
-        sub_version=0,
-        subscription="*",
         expression_type="TAG",
     )
-    return client.invoke(
-        target.broker_addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext()), 10
-    )
+    return client.invoke(target.broker_addr, request, 10)
 
 
 def test_a_request_code_nobody_serves(client: SyncRemotingClient, target: ClusterTarget) -> None:

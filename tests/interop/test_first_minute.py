@@ -25,8 +25,7 @@ from sidewinder.client.admin import Admin
 from sidewinder.client.consumer import PullConsumer
 from sidewinder.client.producer import Message, Producer
 from sidewinder.client.push_consumer import PushConsumer, ReceivedMessage
-from tests.conftest import unique
-from tests.interop.test_push_consumer import run, until
+from tests.helpers import run, unique, until
 
 pytestmark = pytest.mark.interop
 

@@ -11,9 +11,8 @@ import pytest
 
 from interop.drivers import CLIENTS
 from interop.target import ClusterTarget
-from tests.conftest import unique
-from tests.interop.scenarios import consume, produce_all, start_consumer
-from tests.interop.test_client_features import QUEUES, killing, new_topic
+from tests.helpers import unique
+from tests.interop.scenarios import QUEUES, consume, killing, new_topic, produce_all, start_consumer
 
 pytestmark = pytest.mark.interop
 # ali-ons ignores NOTIFY_CONSUMER_IDS_CHANGED and rebalances on its 10 s timer only; the others

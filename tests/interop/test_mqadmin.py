@@ -10,7 +10,8 @@ import pytest
 from interop import fastjson
 from interop.mqadmin import MQAdminError, create_topic, mqadmin
 from interop.target import ClusterTarget
-from tests.conftest import unique
+from tests.helpers import unique
+from tests.interop.admin_queries import broker_status_after_warm_up
 from tests.interop.scenarios import consume, produce, start_consumer
 
 pytestmark = pytest.mark.interop
@@ -40,18 +41,6 @@ def test_cluster_list_and_broker_status(target: ClusterTarget) -> None:
     fields = dict(re.findall(r"^(\w+)\s*:\s*(.*)$", status, re.MULTILINE))
     for key in ("msgPutTotalTodayNow", "commitLogMaxOffset", "putTps", "brokerVersionDesc"):
         assert key in fields, f"brokerStatus lacks {key}:\n{status}"
-
-
-def broker_status_after_warm_up(target: ClusterTarget, timeout_s: float = 60.0) -> str:
-    """brokerStatus; a 4.9 broker answers it with SYSTEM_ERROR until its first stats sample."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return mqadmin(target.namesrv_addr, "brokerStatus", "-b", target.broker_addr).stdout
-        except MQAdminError as exc:
-            if "NoSuchElementException" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(2)
 
 
 def test_consumer_progress_after_a_group_consumed(target: ClusterTarget) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,18 +19,11 @@ from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.message import java_string_hash
 from sidewinder.remoting.client import SyncRemotingClient
-from tests.conftest import unique
+from tests.helpers import unique
+from tests.interop.admin_queries import broker_status_after_warm_up
 from tests.interop.scenarios import consume, produce
-from tests.interop.test_mqadmin import broker_status_after_warm_up
 
 pytestmark = pytest.mark.interop
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[SyncRemotingClient]:
-    remoting = SyncRemotingClient()
-    yield remoting
-    remoting.close()
 
 
 def broker_settings(target: ClusterTarget) -> dict[str, str]:

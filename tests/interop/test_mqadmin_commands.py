@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -20,29 +19,18 @@ from sidewinder.protocol import body
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import SyncRemotingClient
-from tests.conftest import unique
+from tests.helpers import unique
+from tests.interop.admin_queries import committed, message_rows, route_perm
 from tests.interop.our_mqadmin import ours_run
 from tests.interop.scenarios import consume, produce
 
 pytestmark = pytest.mark.interop
 
 
-@pytest.fixture(scope="module")
-def client() -> Iterator[SyncRemotingClient]:
-    remoting = SyncRemotingClient()
-    yield remoting
-    remoting.close()
-
-
 def failed(result: MQAdminResult, code: int, remark: str = "") -> bool:
     """The tool's trace for a request the server refused with `code` (and `remark`)."""
     found = re.search(r"CODE: (\d+)\s+DESC: (.*)", result.output)
     return bool(found) and int(found.group(1)) == code and remark in found.group(2)  # type: ignore[union-attr]
-
-
-def route_perm(target: ClusterTarget, topic: str) -> int:
-    out = mqadmin(target.namesrv_addr, "topicRoute", "-t", topic).stdout
-    return int(re.search(r'"perm"\s*:\s*(\d+)', out).group(1))  # type: ignore[union-attr]
 
 
 def test_topic_perm_cluster_and_order_conf(target: ClusterTarget) -> None:
@@ -125,19 +113,6 @@ def test_kv_config_and_write_perm(target: ClusterTarget) -> None:
     for command, verb in (("wipeWritePerm", "wipe"), ("addWritePerm", "add")):
         out = mqadmin(ns, command, "-b", "no-such-broker").stdout
         assert out == f"{verb} write perm of broker[no-such-broker] in name server[{ns}] OK, 0\n"
-
-
-def message_rows(out: str) -> list[dict[str, str]]:
-    """printMsg / printMsgByQueue / consumeMessage lines: MSGID, a few MessageExt fields, BODY."""
-    rows = []
-    for line in out.splitlines():
-        if line.startswith("MSGID: "):
-            fields = dict(re.findall(r"\b(queueId|queueOffset|storeSize|sysFlag)=(\d+)", line))
-            fields["msgId"] = line.split()[1]
-            fields["body"] = line.rsplit("BODY: ", 1)[1]
-            fields["keys"] = (re.search(r"KEYS=([^,}]*)", line) or [None, ""])[1]  # type: ignore[index]
-            rows.append(fields)
-    return rows
 
 
 def test_query_and_print_messages(target: ClusterTarget) -> None:
@@ -270,17 +245,6 @@ def test_producer_connection_and_consumer_config(
         "notifyConsumerIdsChangedEnable": "true",
     }, out
     assert mqadmin(ns, "getConsumerConfig", "-g", unique("NoConfigGroup")).output.strip() == ""
-
-
-def committed(
-    client: SyncRemotingClient, target: ClusterTarget, group: str, topic: str, queue: int
-) -> int:
-    header = {"consumerGroup": group, "topic": topic, "queueId": str(queue)}
-    reply = client.invoke(
-        target.broker_addr, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, header), 10
-    )
-    assert reply.code == ResponseCode.SUCCESS, reply.remark
-    return int((reply.ext_fields or {})["offset"])
 
 
 def test_clone_group_offset(client: SyncRemotingClient, target: ClusterTarget) -> None:

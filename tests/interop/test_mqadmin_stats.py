@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,10 +22,10 @@ from sidewinder.protocol import body
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import SyncRemotingClient
-from tests.conftest import unique
+from tests.helpers import unique
+from tests.interop.admin_queries import broker_status_after_warm_up
+from tests.interop.our_mqadmin import mqadmin as our_mqadmin
 from tests.interop.scenarios import consume, produce
-from tests.interop.test_mqadmin import broker_status_after_warm_up
-from tests.interop.test_our_mqadmin import mqadmin as our_mqadmin
 
 pytestmark = pytest.mark.interop
 
@@ -38,13 +37,6 @@ class Traffic:
     topic: str
     group: str
     before: dict[str, int]  # brokerStatus's today counters before it
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[SyncRemotingClient]:
-    remoting = SyncRemotingClient()
-    yield remoting
-    remoting.close()
 
 
 def today_counters(target: ClusterTarget) -> dict[str, int]:

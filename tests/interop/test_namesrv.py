@@ -21,7 +21,7 @@ from interop.sidewinder import SidewinderNamesrv
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import SyncRemotingClient
-from tests.conftest import unique
+from tests.helpers import unique
 from tests.interop.scenarios import assert_received_all
 
 pytestmark = pytest.mark.interop

@@ -10,16 +10,10 @@ import uvloop
 
 from interop.target import ClusterTarget
 from sidewinder.client.consumer import PullConsumer, ReceivedMessage
-from tests.conftest import unique
-from tests.interop.our_mqadmin import ours_run
+from tests.helpers import unique
+from tests.interop.our_mqadmin import mqadmin
 
 pytestmark = pytest.mark.interop
-
-
-def mqadmin(target: ClusterTarget, *args: str) -> str:
-    done = ours_run(target, *args)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 async def consume_and_commit(target: ClusterTarget, topic: str, group: str, count: int) -> None:

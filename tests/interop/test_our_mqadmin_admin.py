@@ -9,9 +9,9 @@ import pytest
 from interop.mqadmin import create_topic
 from interop.target import ClusterTarget
 from sidewinder.protocol.message import java_string_hash
-from tests.conftest import unique
+from tests.helpers import unique
+from tests.interop.our_mqadmin import mqadmin
 from tests.interop.scenarios import produce
-from tests.interop.test_our_mqadmin import mqadmin
 
 pytestmark = pytest.mark.interop
 

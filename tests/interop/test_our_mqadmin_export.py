@@ -13,10 +13,9 @@ import pytest
 from interop.mqadmin import create_topic, mqadmin_until
 from interop.mqadmin import mqadmin as rocketmq_mqadmin
 from interop.target import ClusterTarget
-from tests.conftest import unique
-from tests.interop.our_mqadmin import ours_run
-from tests.interop.test_mqadmin import broker_status_after_warm_up
-from tests.interop.test_our_mqadmin import mqadmin
+from tests.helpers import unique
+from tests.interop.admin_queries import broker_status_after_warm_up
+from tests.interop.our_mqadmin import mqadmin, ours_run
 
 pytestmark = pytest.mark.interop
 

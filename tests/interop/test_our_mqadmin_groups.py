@@ -14,11 +14,10 @@ from interop.mqadmin import mqadmin as rocketmq_mqadmin
 from interop.offsets import commit_offsets, wait_committed
 from interop.target import ClusterTarget
 from sidewinder.remoting.client import SyncRemotingClient
-from tests.conftest import unique
-from tests.interop.our_mqadmin import ours_failing, ours_run
+from tests.helpers import unique
+from tests.interop.admin_queries import committed
+from tests.interop.our_mqadmin import mqadmin, ours_failing, ours_run
 from tests.interop.scenarios import consume, produce, start_consumer
-from tests.interop.test_mqadmin_commands import committed
-from tests.interop.test_our_mqadmin import mqadmin
 
 pytestmark = pytest.mark.interop
 

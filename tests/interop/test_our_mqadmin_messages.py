@@ -13,11 +13,10 @@ from interop.mqadmin import mqadmin as rocketmq_mqadmin
 from interop.target import ClusterTarget
 from sidewinder.client.producer import Message
 from sidewinder.client.sync import Producer
-from tests.conftest import unique
-from tests.interop.our_mqadmin import ours_failing
+from tests.helpers import unique
+from tests.interop.admin_queries import message_rows
+from tests.interop.our_mqadmin import mqadmin, ours_failing
 from tests.interop.scenarios import produce
-from tests.interop.test_mqadmin_commands import message_rows
-from tests.interop.test_our_mqadmin import mqadmin
 
 pytestmark = pytest.mark.interop
 

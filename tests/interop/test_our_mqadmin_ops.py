@@ -5,7 +5,6 @@ outputs)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,18 +14,11 @@ from sidewinder.protocol import body
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import SyncRemotingClient
-from tests.conftest import unique
-from tests.interop.test_mqadmin_commands import route_perm
-from tests.interop.test_our_mqadmin import mqadmin
+from tests.helpers import unique
+from tests.interop.admin_queries import route_perm
+from tests.interop.our_mqadmin import mqadmin
 
 pytestmark = pytest.mark.interop
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[SyncRemotingClient]:
-    remoting = SyncRemotingClient()
-    yield remoting
-    remoting.close()
 
 
 def test_topic_perm_and_cluster(target: ClusterTarget) -> None:

@@ -10,24 +10,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import uvloop
 
 from interop.target import ClusterTarget
 from sidewinder.client.admin import Admin
 from sidewinder.client.consumer import PullConsumer
 from sidewinder.client.producer import Message, Producer
 from sidewinder.client.push_consumer import ConsumeStatus, PushConsumer, ReceivedMessage
-from tests.conftest import unique
+from tests.helpers import run, unique, until
 
 pytestmark = pytest.mark.interop
-
-
-async def until(check: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {seconds} s waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 async def produce(producer: Producer, topic: str, first: int, count: int) -> set[str]:
@@ -36,10 +27,6 @@ async def produce(producer: Producer, topic: str, first: int, count: int) -> set
         for n in range(first, first + count)
     ]
     return {r.msg_id for r in results}
-
-
-def run(scenario: Callable[[], object], seconds: float = 150) -> None:
-    uvloop.run(asyncio.wait_for(scenario(), seconds))  # type: ignore[arg-type]
 
 
 def test_two_members_split_queues_and_one_takes_over(target: ClusterTarget) -> None:

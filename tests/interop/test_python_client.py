@@ -15,7 +15,7 @@ from interop.target import ClusterTarget
 from sidewinder.client.admin import Admin
 from sidewinder.client.consumer import PullConsumer, ReceivedMessage
 from sidewinder.client.producer import Message, Producer
-from tests.conftest import unique
+from tests.helpers import unique
 
 pytestmark = pytest.mark.interop
 

@@ -19,19 +19,16 @@ from interop.target import ClusterTarget
 from sidewinder.protocol.codes import RequestCode, ResponseCode, SerializeType
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import (
-    SEND_V2_NAMES,
     GetRouteInfoRequestHeader,
     OffsetResponseHeader,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
-    SendMessageRequestHeader,
     SendMessageResponseHeader,
     TopicQueueRequestHeader,
 )
-from sidewinder.protocol.message import encode_properties
 from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.remoting.client import RemotingClient
-from tests.conftest import unique
+from tests.helpers import send_request, unique
 
 pytestmark = pytest.mark.interop
 
@@ -92,30 +89,9 @@ async def scenario(target: ClusterTarget, serialize_type: SerializeType) -> None
         assert beat.code == ResponseCode.SUCCESS, beat.remark
 
         body = f"hello over {serialize_type.name}".encode()
-        send_header = SendMessageRequestHeader(
-            producer_group=group,
-            topic=topic,
-            default_topic="TBW102",
-            default_topic_queue_nums=4,
-            queue_id=0,
-            sys_flag=0,
-            born_timestamp=int(time.time() * 1000),
-            flag=0,
-            properties=encode_properties({"KEYS": "k1", "TAGS": "TagA"}).decode(),
-            reconsume_times=0,
-            unit_mode=False,
-            batch=False,
-        )
-        sent = await client.invoke(
-            target.broker_addr,
-            ask(
-                serialize_type,
-                RequestCode.SEND_MESSAGE_V2,
-                send_header.to_ext(names=SEND_V2_NAMES),
-                body,
-            ),
-            5,
-        )
+        send = send_request(topic, body, group=group, properties={"KEYS": "k1", "TAGS": "TagA"})
+        send.serialize_type = serialize_type
+        sent = await client.invoke(target.broker_addr, send, 5)
         assert sent.code == ResponseCode.SUCCESS, sent.remark
         result = SendMessageResponseHeader.from_ext(sent.ext_fields)
         assert result.queue_id == 0 and result.queue_offset == 0 and len(result.msg_id) == 32

@@ -22,7 +22,7 @@ from interop.replica import (
 from interop.target import ClusterTarget, running_target
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.remoting.client import SyncRemotingClient
-from tests.conftest import unique
+from tests.helpers import unique
 from tests.interop.scenarios import assert_received_all, assert_sent_well, consume, produce
 
 pytestmark = pytest.mark.interop

@@ -19,7 +19,7 @@ from sidewinder.client.pulling import ReceivedMessage
 from sidewinder.client.push_consumer import PushConsumer
 from sidewinder.client.route_cache import ClientError, MessageQueue
 from sidewinder.protocol.message import MessageConst
-from tests.conftest import unique
+from tests.helpers import unique
 from tests.interop.scenarios import start_consumer
 
 pytestmark = pytest.mark.interop

@@ -13,15 +13,14 @@ from pathlib import Path
 import pytest
 
 from interop.mqadmin import create_topic, mqadmin
-from interop.replica import ReplicaBroker, wait_for_topic
+from interop.replica import ReplicaBroker, send, wait_for_topic
 from interop.target import ClusterTarget, running_target
 from sidewinder.client.pulling import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from sidewinder.remoting.client import SyncRemotingClient
-from tests.conftest import unique
-from tests.interop.test_sync_master import send
+from tests.helpers import unique
 
 pytestmark = pytest.mark.interop
 

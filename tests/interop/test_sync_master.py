@@ -27,20 +27,13 @@ from interop.target import ClusterTarget, running_target
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import SyncRemotingClient
-from tests.conftest import unique
+from tests.helpers import unique
 from tests.interop.scenarios import consume, produce
 
 pytestmark = pytest.mark.interop
 
 KINDS = ["rocketmq", "sidewinder"]
 SYNC_MASTER = {"brokerRole": "SYNC_MASTER", "syncFlushTimeout": "1500"}
-
-
-@pytest.fixture
-def client() -> Iterator[SyncRemotingClient]:
-    remoting = SyncRemotingClient()
-    yield remoting
-    remoting.close()
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -17,7 +17,7 @@ EndTransactionProcessor, TransactionalMessageBridge); run against RocketMQ, they
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -28,7 +28,7 @@ from interop.target import ClusterTarget
 from sidewinder.protocol.message import MessageConst as Prop
 from sidewinder.protocol.record import MessageRecord
 from sidewinder.remoting.client import SyncRemotingClient
-from tests.conftest import unique
+from tests.helpers import unique
 from tests.interop.stored_records import (
     Differences,
     RecordReader,
@@ -49,13 +49,6 @@ TAG = "TagS"
 USER_PROPS = {"color": "blue", "n": "7"}
 COMMIT = 0x8  # the sysFlag transaction type of a committed message
 DEFAULT_MAX_RECONSUME_TIMES = 16  # the Java push consumer's default
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[SyncRemotingClient]:
-    remoting = SyncRemotingClient()
-    yield remoting
-    remoting.close()
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 
 from interop.mqadmin import create_topic
 from interop.sidewinder import SidewinderCluster
-from tests.conftest import unique
+from tests.helpers import unique
 from tests.interop.scenarios import produce_all, start_consumer, wait_with_arrivals
 
 pytestmark = pytest.mark.interop

@@ -30,14 +30,13 @@ from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.connection import RemotingConnectError
-from sidewinder.remoting.tls import DEFAULT_CONFIG_FILE, TlsConfig, TlsOption
-from tests.conftest import unique
+from sidewinder.remoting.tls import DEFAULT_CONFIG_FILE, TlsOption
+from tests.helpers import unique
 from tests.interop.our_mqadmin import ours_run
-from tests.tls_certs import CertSet, make_certs
+from tests.tls_certs import CertSet, enforcing, make_certs, permissive
 
 pytestmark = pytest.mark.interop
 
-NO_FILE = "/nonexistent/tls.properties"  # never the machine's /etc/rocketmq/tls.properties
 JAVA_MESSAGES = 20
 OUR_MESSAGES = 5
 
@@ -62,35 +61,6 @@ class TlsCluster:
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> CertSet:
     return make_certs(tmp_path_factory.mktemp("tls-certs"))
-
-
-def enforcing(workdir: Path, certs: CertSet) -> tuple[dict[str, str], dict[str, str], TlsOption]:
-    """Server settings in a tls.config.file (certificate files); clients that verify."""
-    server_file = workdir / "tls.properties"
-    write_properties(
-        server_file,
-        {
-            "tls.test.mode.enable": "false",
-            "tls.server.certPath": certs.server_cert,
-            "tls.server.keyPath": certs.server_key_plain,
-            "tls.server.need.client.auth": "none",
-        },
-    )
-    server = {"tls.server.mode": "enforcing", "tls.config.file": str(server_file)}
-    verifying = {
-        "tls.config.file": NO_FILE,
-        "tls.test.mode.enable": "false",
-        "tls.client.authServer": "true",
-        "tls.client.trustCertPath": str(certs.ca_cert),
-    }
-    return server, {"tls.enable": "true", **verifying}, TlsConfig.load(verifying)
-
-
-def permissive() -> tuple[dict[str, str], dict[str, str], TlsOption]:
-    """RocketMQ's defaults but the mode: test mode, a self-signed server, trusting clients."""
-    server = {"tls.server.mode": "permissive", "tls.config.file": NO_FILE}
-    client = {"tls.enable": "true", "tls.config.file": NO_FILE}
-    return server, client, TlsConfig.load({"tls.config.file": NO_FILE})
 
 
 @pytest.fixture(params=["enforcing", "permissive"])

@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from interop.processes import free_port_block
+from interop.ports import lease_port_block
 from interop.sidewinder import SidewinderCluster, SidewinderNamesrv
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
@@ -30,7 +30,7 @@ def _dashboard_metrics() -> set[str]:
 
 
 def test_namesrv_metrics_count_requests_and_brokers(tmp_path: Path) -> None:
-    port, broker_port = free_port_block(), free_port_block()
+    port, broker_port = lease_port_block(), lease_port_block()
     cluster = SidewinderCluster(
         tmp_path,
         broker_conf={

@@ -14,28 +14,9 @@ import pytest
 from interop.capture import read_capture
 from interop.fixtures import ensure_fixture
 from sidewinder.remoting.codec import FrameDecoder, FrameError
+from tests.remoting.mutations import mutate
 
 CASES = 120_000
-
-
-def mutate(rng: random.Random, frame: bytes, others: list[bytes]) -> bytes:
-    data = bytearray(frame)
-    for _ in range(rng.randint(1, 4)):
-        kind = rng.randrange(6)
-        at = rng.randrange(len(data)) if data else 0
-        if kind == 0 and data:
-            data[at] ^= 1 << rng.randrange(8)
-        elif kind == 1 and data:
-            data[at] = rng.choice((0, 0xFF, 0x7F, 0x80, ord("{"), ord('"'), 1))
-        elif kind == 2:
-            del data[at : at + rng.randint(1, 16)]
-        elif kind == 3:
-            data[at:at] = rng.randbytes(rng.randint(1, 16))
-        elif kind == 4:
-            data += rng.choice(others)[: rng.randint(1, 64)]
-        else:
-            data = data[: rng.randrange(len(data) + 1)]
-    return bytes(data)
 
 
 @pytest.mark.slow

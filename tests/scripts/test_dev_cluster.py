@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 
 from interop.mqadmin import mqadmin
-from interop.processes import free_port_block
+from interop.ports import lease_port_block
 from sidewinder.client.sync import Admin
 
 ROOT = Path(__file__).parents[2]
@@ -23,14 +23,14 @@ DEV = ROOT / ".venv" / "bin" / "sidewinder-dev"
 BROKERS = ("broker-a", "broker-a-s", "broker-b", "broker-b-s")
 
 
-def conf_set_on_free_ports(dest: Path) -> list[str]:
-    """conf/2m-2s-sync copied with every listenPort moved to a free one (a test must not take
-    9876 or 10911); the name servers' addresses."""
+def conf_set_on_leased_ports(dest: Path) -> list[str]:
+    """conf/2m-2s-sync copied with every listenPort moved to a leased one (interop/ports.py;
+    a test must not take 9876 or 10911); the name servers' addresses."""
     dest.mkdir(parents=True)
     namesrvs = []
     for path in sorted(CONF_SET.glob("*.conf")):
         is_namesrv = path.stem.startswith("namesrv")
-        port = free_port_block() if is_namesrv else free_port_block((-2, 0, 1))
+        port = lease_port_block() if is_namesrv else lease_port_block((-2, 0, 1))
         if is_namesrv:
             namesrvs.append(f"127.0.0.1:{port}")
         text = re.sub(r"(?m)^listenPort = \d+$", f"listenPort = {port}", path.read_text())
@@ -49,7 +49,7 @@ def wait_for(
 
 
 def test_dev_cluster_starts_two_groups_on_two_name_servers_and_stops_them(tmp_path: Path) -> None:
-    namesrvs = conf_set_on_free_ports(tmp_path / "conf")
+    namesrvs = conf_set_on_leased_ports(tmp_path / "conf")
     store = tmp_path / "store"
     out = tmp_path / "dev.out"
     with out.open("wb") as sink:

@@ -9,15 +9,15 @@ import time
 from pathlib import Path
 
 from interop.drivers import consume_messages, produce_messages
-from interop.processes import free_port_block
+from interop.ports import lease_port_block
 from tests.metrics_scrape import scrape
 
 ROOT = Path(__file__).parents[2]
 
 
 def test_run_script_starts_a_cluster_the_java_client_uses(tmp_path: Path) -> None:
-    namesrv_port, broker_port = free_port_block(), free_port_block((-2, 0, 1))
-    metrics_port = free_port_block((0, 1))  # the broker's, then the name server's
+    namesrv_port, broker_port = lease_port_block(), lease_port_block((-2, 0, 1))
+    metrics_port = lease_port_block((0, 1))  # the broker's, then the name server's
     out = tmp_path / "run.out"
     with out.open("wb") as sink:
         proc = subprocess.Popen(

@@ -19,7 +19,7 @@ from interop.sidewinder import SidewinderCluster
 from sidewinder.client.producer import Message, SendResult
 from sidewinder.client.pulling import ReceivedMessage
 from sidewinder.client.sync import Admin, Producer, PullConsumer
-from tests.conftest import unique
+from tests.helpers import unique
 
 
 def spark_environment() -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pyspark
 
-from interop.processes import ManagedProcess, can_connect, free_port_block
+from interop.ports import lease_port_block
+from interop.processes import ManagedProcess, can_connect
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 
@@ -34,7 +35,7 @@ class StandaloneCluster:
 
     def __init__(self, workdir: Path, workers: int = 2) -> None:
         self.workdir = workdir
-        self.port = free_port_block()
+        self.port = lease_port_block()
         spark_class = str(SPARK_HOME / "bin" / "spark-class")
         env = spark_env(workdir)
         self.master = ManagedProcess(
@@ -47,7 +48,7 @@ class StandaloneCluster:
                 "--port",
                 str(self.port),
                 "--webui-port",
-                str(free_port_block()),
+                str(lease_port_block()),
             ],
             workdir / "master.out",
             env=env,
@@ -67,7 +68,7 @@ class StandaloneCluster:
                     "--memory",
                     "1g",
                     "--webui-port",
-                    str(free_port_block()),
+                    str(lease_port_block()),
                     "--work-dir",
                     str(workdir / f"w{n}"),
                 ],
@@ -98,11 +99,11 @@ class StandaloneCluster:
 
 
 class ConnectServer:
-    """sbin/start-connect-server.sh on a free port, local[2] behind it."""
+    """sbin/start-connect-server.sh on a leased port, local[2] behind it."""
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
-        self.port = free_port_block()
+        self.port = lease_port_block()
         self.process = ManagedProcess(
             "spark connect server",
             [

@@ -24,9 +24,9 @@ from sidewinder.client.producer import Message, SendResult
 from sidewinder.client.route_cache import MessageQueue
 from sidewinder.client.sync import Admin, Producer
 from sidewinder.protocol.message import decode_offset_msg_id
-from tests.conftest import unique
+from tests.helpers import unique
 from tests.spark.conftest import produce
-from tests.spark.test_stream import assert_exactly, stream, to_parquet
+from tests.spark.streaming import assert_exactly, stream, to_parquet
 
 # One worker runs every Spark test (scripts/test.sh uses xdist): one JVM, not one per worker.
 pytestmark = pytest.mark.xdist_group(name="spark")

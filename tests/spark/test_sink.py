@@ -16,7 +16,7 @@ from interop.sidewinder import SidewinderCluster
 from sidewinder.client.sync import Admin
 from sidewinder.spark.cluster import shared_cluster
 from sidewinder.spark.sink import UNIQ_KEY, WriteOptions, _mark, _messages, _route, write_task
-from tests.conftest import unique
+from tests.helpers import unique
 from tests.spark.conftest import pull_all
 
 # One worker runs every Spark test (scripts/test.sh uses xdist): one JVM, not one per worker.

@@ -11,60 +11,20 @@ from pathlib import Path
 
 import pytest
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql import SparkSession
 
 from interop.processes import ManagedProcess
 from interop.sidewinder import SidewinderCluster
 from sidewinder.client.sync import Admin, Producer
 from sidewinder.spark.source import RocketMQDataSource
-from tests.conftest import unique
+from tests.helpers import unique
 from tests.spark.conftest import produce, pull_all
 from tests.spark.flaky import FailingCommitSink, FailingReadSource
 from tests.spark.remote import spark_env
+from tests.spark.streaming import assert_exactly, finish, stream, to_parquet
 
 # One worker runs every Spark test (scripts/test.sh uses xdist): one JVM, not one per worker.
 pytestmark = pytest.mark.xdist_group(name="spark")
-
-
-def stream(
-    spark: SparkSession, cluster: SidewinderCluster, topic: str, fmt: str = "rocketmq", **options
-) -> DataFrame:
-    reader = spark.readStream.format(fmt).option("namesrvAddr", cluster.namesrv_addr)
-    reader = reader.option("subscribe", topic).option("startingOffsets", "earliest")
-    for name, value in options.items():
-        reader = reader.option(name, value)
-    return reader.load()
-
-
-def to_parquet(frame: DataFrame, out: Path, checkpoint: Path) -> list[dict]:
-    """One availableNow run into Parquet; the run's progress reports."""
-    return finish(
-        frame.select("queueId", "queueOffset", "keys", "body")
-        .writeStream.format("parquet")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start(str(out))
-    )
-
-
-def finish(query: StreamingQuery) -> list[dict]:
-    """Wait for an availableNow run to end, raise what failed it; its progress reports."""
-    try:
-        query.awaitTermination(120)
-        if query.exception() is not None:
-            raise query.exception()  # type: ignore[misc]
-        return list(query.recentProgress)
-    finally:
-        query.stop()
-
-
-def assert_exactly(spark: SparkSession, out: Path, keys: set[str]) -> None:
-    rows = spark.read.parquet(str(out)).collect()
-    counted = Counter(r.keys for r in rows)
-    assert set(counted) == keys, (len(counted), len(keys))
-    assert max(counted.values()) == 1, [k for k, n in counted.items() if n > 1][:5]
-    assert len({(r.queueId, r.queueOffset) for r in rows}) == len(rows)
 
 
 def test_available_now_runs_resume_from_the_checkpoint(

@@ -13,10 +13,9 @@ from pyspark.sql import DataFrame, SparkSession
 from interop.sidewinder import SidewinderCluster
 from sidewinder.client.sync import Admin, Producer
 from sidewinder.remoting.tls import TlsConfig
-from tests.conftest import unique
-from tests.interop.test_tls import enforcing
+from tests.helpers import unique
 from tests.spark.conftest import produce
-from tests.tls_certs import make_certs
+from tests.tls_certs import enforcing, make_certs
 
 pytestmark = pytest.mark.xdist_group(name="spark")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sidewinder.store.message_store import GetStatus, MessageStore, PutStatus
 from sidewinder.store.verify import verify_store
-from tests.store.test_message_store import HOST, message, store_config, wait_dispatched
+from tests.store.small_store import HOST, message, store_config, wait_dispatched
 
 COUNT = 4000
 QUEUES = 2

@@ -45,7 +45,7 @@ from sidewinder.store.index_file import (
     index_key_hash,
     put_keys_py,
 )
-from tests.remoting.test_codec_fuzz import mutate
+from tests.remoting.mutations import mutate
 
 needs_native = pytest.mark.skipif(NATIVE is None, reason="sidewinder._native is not loaded")
 

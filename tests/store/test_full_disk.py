@@ -20,7 +20,7 @@ from sidewinder.store.config import FlushDiskType, StoreConfig
 from sidewinder.store.mapped_file import DiskFullError, MappedFile
 from sidewinder.store.message_store import GetStatus, MessageStore, PutStatus
 from tests.small_disk import fill, free_bytes, small_disk
-from tests.store.test_message_store import HOST, message, store_config
+from tests.store.small_store import HOST, message, store_config
 
 
 def full_disk_config(root: Path, **extra: object) -> StoreConfig:

@@ -14,49 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from sidewinder.protocol.message import encode_properties, tags_code
-from sidewinder.protocol.record import Host, MessageToStore, decode_record
-from sidewinder.store.config import StoreConfig
+from sidewinder.protocol.message import tags_code
+from sidewinder.protocol.record import decode_record
 from sidewinder.store.message_store import GetStatus, MessageStore, PutStatus
 from sidewinder.store.verify import verify_store
-
-HOST = Host(b"\x7f\x00\x00\x01", 10911)
-
-
-def store_config(root: Path, **extra: object) -> StoreConfig:
-    return StoreConfig(
-        store_path_root_dir=root,
-        store_path_commit_log=root / "commitlog",
-        mapped_file_size_commit_log=1 << 20,
-        mapped_file_size_consume_queue=600,
-        max_hash_slot_num=100,
-        max_index_num=1000,
-        **extra,
-    )
-
-
-def message(
-    topic: str, queue: int, n: int, *, tag: str = "TagA", size: int = 100, wait: bool = True
-) -> MessageToStore:
-    props = {"KEYS": f"k-{n}", "TAGS": tag, "UNIQ_KEY": f"{n:032X}"}
-    if not wait:
-        props["WAIT"] = "false"
-    return MessageToStore(
-        topic=topic.encode(),
-        queue_id=queue,
-        body=(f"{n}|".encode() * size)[:size],
-        properties=encode_properties(props),
-        born_host=HOST,
-        store_host=HOST,
-    )
-
-
-async def wait_dispatched(store: MessageStore, topic: str, queue: int, count: int) -> None:
-    for _ in range(200):
-        if store.max_offset_in_queue(topic, queue) >= count:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{topic}/{queue} has {store.max_offset_in_queue(topic, queue)}")
+from tests.store.small_store import HOST, message, store_config, wait_dispatched
 
 
 def test_get_messages_statuses_and_tag_filter(tmp_path: Path) -> None:
@@ -151,7 +113,7 @@ from pathlib import Path
 from sidewinder.protocol.record import Host
 from sidewinder.store.message_store import MessageStore
 from sidewinder.store.run_markers import StoreLockedError
-from tests.store.test_message_store import store_config
+from tests.store.small_store import store_config
 try:
     asyncio.run(MessageStore(store_config(Path(sys.argv[1])), store_host=Host(bytes(4), 0)).start())
 except StoreLockedError as exc:
@@ -165,7 +127,7 @@ from pathlib import Path
 import structlog
 structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
 from sidewinder.store.message_store import MessageStore, PutStatus
-from tests.store.test_message_store import HOST, message, store_config
+from tests.store.small_store import HOST, message, store_config
 
 async def main():
     store = MessageStore(store_config(Path(sys.argv[1]), flush_disk_type="SYNC_FLUSH"),

@@ -10,7 +10,7 @@ from sidewinder.store.consume_queue import CQ_ENTRY_SIZE, read_queue
 from sidewinder.store.message_store import GetStatus, MessageStore
 from sidewinder.store.recovery import NORMAL_RECOVERY_SEGMENTS
 from sidewinder.store.verify import verify_store
-from tests.store.test_message_store import HOST, message, store_config
+from tests.store.small_store import HOST, message, store_config
 
 BASE_MS = 1_700_000_000_000
 COUNT = 4000

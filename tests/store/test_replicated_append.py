@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from sidewinder.store.commit_log import ReplicationError
 from sidewinder.store.config import BrokerRole, StoreConfig
 from sidewinder.store.message_store import MessageStore, PutStatus
-from tests.store.test_message_store import HOST, message, store_config
+from tests.store.small_store import HOST, message, store_config
 
 SEGMENT = 64 * 1024  # a few segments, so frames meet segment ends and blank tails
 

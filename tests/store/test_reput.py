@@ -218,8 +218,10 @@ def test_the_loop_dispatches_inline_only_what_makes_no_file_and_no_room(tmp_path
     for part in ("consumequeue/T/0", "consumequeue/T/1", "index"):
         ours = sorted(p for p in (inline_root / part).iterdir())
         theirs = sorted(p for p in (thread_root / part).iterdir())
-        assert [p.name for p in ours] == [p.name for p in theirs] or part == "index"
-        if part != "index":
+        if part == "index":  # named by the time each was made; entry counts checked above
+            assert len(ours) == len(theirs)
+        else:
+            assert [p.name for p in ours] == [p.name for p in theirs]
             assert [p.read_bytes() for p in ours] == [p.read_bytes() for p in theirs]
     for store in (queues, thread_queues):
         store.close()

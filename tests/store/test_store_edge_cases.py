@@ -11,7 +11,7 @@ from sidewinder.store.commit_log import AppendStatus, CommitLog
 from sidewinder.store.consume_queue import read_queue
 from sidewinder.store.mapped_file_queue import MappedFileQueue
 from sidewinder.store.message_store import GetStatus, MessageStore, PutStatus
-from tests.store.test_message_store import store_config, wait_dispatched
+from tests.store.small_store import store_config, wait_dispatched
 
 HOST = Host(b"\x7f\x00\x00\x01", 10911)
 

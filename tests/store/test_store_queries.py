@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sidewinder.protocol.record import Host
 from sidewinder.store.message_store import MessageStore
-from tests.store.test_message_store import HOST, message, store_config, wait_dispatched
+from tests.store.small_store import HOST, message, store_config, wait_dispatched
 
 BASE_MS = 1_700_000_000_000
 

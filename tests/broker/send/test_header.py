@@ -22,7 +22,7 @@ from interop.capture import read_capture
 from interop.fixtures import ensure_fixture
 from sidewinder.broker.send.header import send_v2_fields_py
 from sidewinder.common.native import NATIVE
-from tests.remoting.test_codec_fuzz import mutate
+from tests.remoting.mutations import mutate
 
 pytestmark = [
     pytest.mark.skipif(NATIVE is None, reason="sidewinder._native is not loaded"),
