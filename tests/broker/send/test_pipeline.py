@@ -36,7 +36,6 @@ from sidewinder.broker.send import SendProcessor, SendRequest
 from sidewinder.broker.send.body import BatchError, decode_batch, strip_wait
 from sidewinder.broker.send.header import batch_header_parses
 from sidewinder.broker.send.reply import SendReplies, SendReplyFrames
-from sidewinder.broker.send.route import Routed
 from sidewinder.broker.topics import TopicConfig, TopicTable
 from sidewinder.common.native import NATIVE
 from sidewinder.protocol.batch_record import (
@@ -85,8 +84,8 @@ def test_the_reply_template_is_the_generic_reply_byte_for_byte(
     store_host = Host(bytes([10, 1, 2, 3]), 10911)
     config = BrokerConfig.from_properties({"regionId": region, "traceOn": str(trace_on).lower()})
     request = _request(RequestCode.SEND_MESSAGE_V2, opaque)
-    routed = Routed(MessageToStore(TOPIC.encode(), queue_id, b"", b""), True, queue_id)
-    generic = SendReplies(config, store_host).stored(request, routed, phy, queue_offset)
+    routed = (request, MessageToStore(TOPIC.encode(), queue_id, b"", b""), True, queue_id)
+    generic = SendReplies(config, store_host).stored(routed, phy, queue_offset)
     fast = SendReplyFrames(region, trace_on, store_host).success(
         opaque, phy, queue_id, queue_offset
     )
@@ -653,7 +652,7 @@ def test_the_batch_reply_template_is_the_generic_reply_byte_for_byte(
     request = _request(RequestCode.SEND_BATCH_MESSAGE, 2**31 - 1)
     batch = MessageRun([MessageToStore(TOPIC.encode(), 5, b"", b"")] * count)
     batch.phys = phys
-    generic = SendReplies(config, store_host).stored(request, Routed(batch, True, 5), phys[0], 77)
+    generic = SendReplies(config, store_host).stored((request, batch, True, 5), phys[0], 77)
     fast = SendReplyFrames(region, trace_on, store_host).success_many(2**31 - 1, phys, 5, 77)
     assert fast == encode_frame(generic)
 
@@ -839,7 +838,7 @@ def test_a_batch_header_goes_the_lane_where_a_single_send_s_would(
     batch = _fields_request(RequestCode.SEND_BATCH_MESSAGE, fields, _entry(0, b"body", b""))
     single = _fields_request(RequestCode.SEND_MESSAGE_V2, fields, b"body")
     routed = [processor.router.route_now(r, BORN_V4, "?", 1 << 20) for r in (batch, single)]
-    targets = {None if r is None else r.item.topic for r in routed}
+    targets = {None if r is None else r[1].topic for r in routed}
     assert targets == {header["name"].encode() if taken else None}
 
 
