@@ -70,6 +70,7 @@ class SendRequest(NamedTuple):
 # _new(SendRequest, fields).
 _new = tuple.__new__
 _BATCH, _V2 = RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_MESSAGE_V2
+_V2_HEAD = (_V2,)
 # What a frame decoder does not read: default topic and its queue nums, max reconsume times,
 # no command, not complete.
 _PARTIAL = ("", 0, None, None, False)
@@ -163,15 +164,19 @@ def request_from_frame(frame: RawFrame) -> SendRequest | None:
     """A plain JSON send read straight from its frame, or None (decode it generically)."""
     if frame.serialize_type is not _JSON:
         return None
-    fields = send_v2_fields(frame.header)
-    if fields is None:
+    # The reader's nine fields are the request's from `opaque` to `properties`; it makes the
+    # request itself (a tuple rebuilt here would cost as much again). The tail is _PARTIAL's.
+    body = frame.body or b""
+    request = send_v2_fields(
+        frame.header, SendRequest, _V2_HEAD, (_JSON, body, False, "", 0, None, None, False)
+    )
+    if request is None:
         if _BATCH_CODE not in frame.header:
             return None
         fields = send_batch_fields(frame.header)
         if fields is None or fields[1] & RESPONSE_FLAG:
             return None
-        return _new(SendRequest, (_BATCH, *fields, _JSON, frame.body or b"", True, *_PARTIAL))
-    if fields[1] & RESPONSE_FLAG:
+        return _new(SendRequest, (_BATCH, *fields, _JSON, body, True, *_PARTIAL))
+    if request.flag & RESPONSE_FLAG:
         return None
-    # The reader's tuple is the request's fields from `opaque` to `properties`, in order.
-    return _new(SendRequest, (_V2, *fields, _JSON, frame.body or b"", False, *_PARTIAL))
+    return request
