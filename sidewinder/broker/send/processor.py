@@ -6,7 +6,7 @@
 
 Three entries, one pipeline (decode -> route -> store -> reply):
 - `take_frames`: the request frames of one received chunk; a plain JSON send is decoded by the
-  fast header reader (request.request_from_frame); the others are left to the generic decode.
+  fast header reader (request.requests_from_frames); the others are left to the generic decode.
 - `take_batch`: the decoded requests of one chunk, each through the whole route step without
   waiting; those that must wait (a topic to make) are left to `process`.
 - `process`: one request, the route step awaited where it must.
@@ -29,7 +29,7 @@ from sidewinder.broker.send.reply import STORED_CODES, SendReplies
 from sidewinder.broker.send.request import (
     host_of,
     request_from_command,
-    request_from_frame,
+    requests_from_frames,
 )
 from sidewinder.broker.send.route import Item, Routed, SendRouter
 from sidewinder.broker.timer import TimerSettings
@@ -149,8 +149,7 @@ class SendProcessor:
         asks: list[Routed] = []
         items: list[Item] = []
         others: list[RawFrame] = []
-        for frame in frames:
-            request = request_from_frame(frame)
+        for frame, request in zip(frames, requests_from_frames(frames), strict=True):
             if request is not None:
                 routed = route_now(request, born, remote, largest)
                 if routed is not None:

@@ -1,11 +1,11 @@
 """The one request type of a send, and the decoders that yield it.
 
     request = request_from_command(command)   # SEND_MESSAGE, V2 or batch, decoded (reference)
-    request = request_from_frame(frame)       # a JSON frame read natively; None: decode it
+    requests = requests_from_frames(frames)   # JSON frames read natively; None: decode it
 
 `request_from_command` reads the header the generic way (SendMessageRequestHeader.from_ext,
 long names for SEND_MESSAGE, short ones for V2 and batches) and raises its HeaderError for a
-header that does not decode. `request_from_frame` is a faster decoder of the same type: the
+header that does not decode. `requests_from_frames` is a faster decoder of the same type: the
 native (or Python) `send_v2_fields` reader for SEND_MESSAGE_V2, `send_batch_fields` for a batch.
 It reads only what a plain send needs, so what it yields is `complete=False`: the route step
 takes it on its fast path or not at all, and the frame is then decoded generically. Where it
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from sidewinder.broker.send.header import send_batch_fields, send_v2_fields
@@ -160,23 +161,32 @@ def _plain_v2(command: RemotingCommand) -> SendRequest | None:
     )
 
 
-def request_from_frame(frame: RawFrame) -> SendRequest | None:
-    """A plain JSON send read straight from its frame, or None (decode it generically)."""
-    if frame.serialize_type is not _JSON:
+def requests_from_frames(frames: Sequence[RawFrame]) -> list[SendRequest | None]:
+    """Each frame's plain JSON send read straight from it, or None (decode it generically).
+    One call for a chunk's frames: a call per frame would cost a tenth of the decode."""
+    read_v2, into, head = send_v2_fields, SendRequest, _V2_HEAD
+    requests: list[SendRequest | None] = []
+    for frame in frames:
+        if frame.serialize_type is not _JSON:
+            requests.append(None)
+            continue
+        # The reader's nine fields are the request's from `opaque` to `properties`; it makes
+        # the request itself (a tuple rebuilt here would cost as much again). The tail is
+        # _PARTIAL's.
+        body = frame.body or b""
+        request = read_v2(frame.header, into, head, (_JSON, body, False, "", 0, None, None, False))
+        if request is None:
+            request = _batch_from_frame(frame.header, body)
+        elif request.flag & RESPONSE_FLAG:
+            request = None
+        requests.append(request)
+    return requests
+
+
+def _batch_from_frame(header: bytes, body: bytes) -> SendRequest | None:
+    if _BATCH_CODE not in header:
         return None
-    # The reader's nine fields are the request's from `opaque` to `properties`; it makes the
-    # request itself (a tuple rebuilt here would cost as much again). The tail is _PARTIAL's.
-    body = frame.body or b""
-    request = send_v2_fields(
-        frame.header, SendRequest, _V2_HEAD, (_JSON, body, False, "", 0, None, None, False)
-    )
-    if request is None:
-        if _BATCH_CODE not in frame.header:
-            return None
-        fields = send_batch_fields(frame.header)
-        if fields is None or fields[1] & RESPONSE_FLAG:
-            return None
-        return _new(SendRequest, (_BATCH, *fields, _JSON, body, True, *_PARTIAL))
-    if request.flag & RESPONSE_FLAG:
+    fields = send_batch_fields(header)
+    if fields is None or fields[1] & RESPONSE_FLAG:
         return None
-    return request
+    return _new(SendRequest, (_BATCH, *fields, _JSON, body, True, *_PARTIAL))
