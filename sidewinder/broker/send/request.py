@@ -71,18 +71,26 @@ class SendRequest(NamedTuple):
 # _new(SendRequest, fields).
 _new = tuple.__new__
 _BATCH, _V2 = RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_MESSAGE_V2
+# SEND_MESSAGE as a plain int: a member read off the enum class costs a lookup per message.
+_SINGLE = int(RequestCode.SEND_MESSAGE)
 _V2_HEAD = (_V2,)
 # What a frame decoder does not read: default topic and its queue nums, max reconsume times,
 # no command, not complete.
 _PARTIAL = ("", 0, None, None, False)
+INT32_MAX, INT64_MAX = (1 << 31) - 1, (1 << 63) - 1
 
 
 def request_from_command(command: RemotingCommand) -> SendRequest:
     """The reference decoder; raises HeaderError for a header that does not decode."""
-    if command.code != RequestCode.SEND_MESSAGE:
+    if command.code != _SINGLE:
         request = _plain_v2(command)
         if request is not None:
             return request
+    return _generic(command)
+
+
+def _generic(command: RemotingCommand) -> SendRequest:
+    """Any send's header, by SendMessageRequestHeader.from_ext (HeaderError raised)."""
     names = SEND_V2_NAMES if command.code != RequestCode.SEND_MESSAGE else None
     header = SendMessageRequestHeader.from_ext(command.ext_fields, names=names)
     return SendRequest(
@@ -107,32 +115,29 @@ def request_from_command(command: RemotingCommand) -> SendRequest:
 
 
 def _plain_v2(command: RemotingCommand) -> SendRequest | None:
-    """A V2 (or batch) header whose numbers are plain decimals that fit (at most 9 digits, 18
-    for bornTimestamp), read by name without the generic parse (which gives the same values);
-    None for any other (the generic parse accepts or refuses it)."""
+    """A V2 (or batch) header whose numbers are plain decimals in the generic parse's ranges
+    (int32, int64 for bornTimestamp), read by name without that parse (which gives the same
+    values); None for any other (the generic parse accepts or refuses it)."""
     ext = command.ext_fields
     if ext is None or "a" not in ext:
         return None
-    get = ext.get
-    topic, default_topic = get("b"), get("c")
-    nums, queue, sys_flag, born, flag = get("d"), get("e"), get("f"), get("g"), get("h")
-    reconsume, max_reconsume = get("j", "0"), get("l")
-    if (
-        topic is None
-        or default_topic is None
-        or nums is None
-        or queue is None
-        or sys_flag is None
-        or born is None
-        or flag is None
-    ):
+    try:  # a missing field, an empty number: the generic parse's to refuse
+        topic, default_topic, nums, queue = ext["b"], ext["c"], ext["d"], ext["e"]
+        sys_flag, born, flag = ext["f"], ext["g"], ext["h"]
+        reconsume, max_reconsume = ext.get("j", "0"), ext.get("l")
+        numbers = nums + queue + sys_flag + born + flag + reconsume + (max_reconsume or "")
+        if not (numbers.isdigit() and numbers.isascii()):
+            return None
+        queue_nums, queue_id, sys_flag_value = int(nums), int(queue), int(sys_flag)
+        flag_value, reconsume_times = int(flag), int(reconsume)
+        max_times = None if max_reconsume is None else int(max_reconsume)
+        born_timestamp = int(born)
+    except (KeyError, ValueError):
         return None
-    numbers = nums + queue + sys_flag + born + flag + reconsume + (max_reconsume or "")
     if (
-        not (numbers.isdigit() and numbers.isascii())
-        or not (0 < len(nums) <= 9 and 0 < len(queue) <= 9 and 0 < len(sys_flag) <= 9)
-        or not (0 < len(flag) <= 9 and 0 < len(reconsume) <= 9 and 0 < len(born) <= 18)
-        or (max_reconsume is not None and not 0 < len(max_reconsume) <= 9)
+        max(queue_nums, queue_id, sys_flag_value, flag_value, reconsume_times, max_times or 0)
+        > INT32_MAX
+        or born_timestamp > INT64_MAX
     ):
         return None
     code = command.code
@@ -143,18 +148,18 @@ def _plain_v2(command: RemotingCommand) -> SendRequest | None:
             command.opaque,
             command.flag,
             topic,
-            int(queue),
-            int(sys_flag),
-            int(born),
-            int(flag),
-            int(reconsume),
-            get("i") or "",
+            queue_id,
+            sys_flag_value,
+            born_timestamp,
+            flag_value,
+            reconsume_times,
+            ext.get("i") or "",
             command.serialize_type,
             command.body_bytes,
             code == _BATCH,
             default_topic,
-            int(nums),
-            None if max_reconsume is None else int(max_reconsume),
+            queue_nums,
+            max_times,
             command,
             True,
         ),

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 import uvloop
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from interop.capture import is_response, read_capture
@@ -33,6 +33,7 @@ from interop.fixtures import ensure_fixture
 from sidewinder.broker.config import PERM_READ, BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.send import SendProcessor, SendRequest
+from sidewinder.broker.send import request as request_module
 from sidewinder.broker.send.body import BatchError, decode_batch, strip_wait
 from sidewinder.broker.send.header import batch_header_parses
 from sidewinder.broker.send.reply import SendReplies, SendReplyFrames
@@ -791,6 +792,41 @@ def test_a_batch_header_parses_where_the_generic_decode_does(
     except HeaderError:
         parses = False
     assert batch_header_parses(ext) == parses
+
+
+_NUMBER = st.one_of(
+    st.none(),
+    st.sampled_from(["", "0", "007", "+1", "-1", "1_0", " 1", "1 ", "\u0661", "\u00b2", "1.0"]),
+    st.integers(0, 2**65).map(str),
+    st.integers(-(2**65), 2**65).map(lambda n: f"{n:020d}"),
+)
+
+
+@given(st.tuples(*[_NUMBER] * 7))
+@example(("4", "1", "0", "1700000000000", "0", None, None))
+@example(("2147483647", "0000000000001", "2147483648", "9223372036854775807", "0", "16", None))
+@example(("4", "1", "0", "9223372036854775808", "0", "16", "2147483648"))
+@example(("4", "1", "0", "1", "0", "16", ""))
+@example(("2147483647", "0000000000001", "0", "9223372036854775807", "2147483647", "7", "0"))
+def test_the_plain_v2_shortcut_reads_what_the_generic_decode_reads(
+    numbers: tuple[str | None, ...],
+) -> None:
+    """request_from_command's shortcut (a V2 header of plain decimals) gives the generic
+    decode's request or None; never a request for a header that decode refuses."""
+    ext = {"a": "g", "b": TOPIC, "c": "TBW102", "i": "TAGS\x01a"}
+    for key, number in zip("defghjl", numbers, strict=True):
+        if number is not None:
+            ext[key] = number
+    command = RemotingCommand(RequestCode.SEND_MESSAGE_V2, opaque=7, ext_fields=ext, body=b"x")
+    fast = request_module._plain_v2(command)
+    try:
+        generic = request_module._generic(command)
+    except HeaderError:
+        assert fast is None
+        return
+    assert fast is None or fast == generic
+    if all(n is not None and n.isdigit() and n.isascii() for n in numbers):
+        assert fast == generic  # plain decimals the generic decode takes: the shortcut's
 
 
 # A plain header's fields changed one at a time: whether the lane still takes the send.
