@@ -80,15 +80,6 @@ _PARTIAL = ("", 0, None, None, False)
 INT32_MAX, INT64_MAX = (1 << 31) - 1, (1 << 63) - 1
 
 
-def request_from_command(command: RemotingCommand) -> SendRequest:
-    """The reference decoder; raises HeaderError for a header that does not decode."""
-    if command.code != _SINGLE:
-        request = _plain_v2(command)
-        if request is not None:
-            return request
-    return _generic(command)
-
-
 def _generic(command: RemotingCommand) -> SendRequest:
     """Any send's header, by SendMessageRequestHeader.from_ext (HeaderError raised)."""
     names = SEND_V2_NAMES if command.code != RequestCode.SEND_MESSAGE else None
@@ -114,32 +105,38 @@ def _generic(command: RemotingCommand) -> SendRequest:
     )
 
 
-def _plain_v2(command: RemotingCommand) -> SendRequest | None:
-    """A V2 (or batch) header whose numbers are plain decimals in the generic parse's ranges
-    (int32, int64 for bornTimestamp), read by name without that parse (which gives the same
-    values); None for any other (the generic parse accepts or refuses it)."""
+def request_from_command(command: RemotingCommand) -> SendRequest:
+    """The reference decoder; raises HeaderError for a header that does not decode.
+
+    A V2 (or batch) header whose numbers are plain decimals in the generic parse's ranges
+    (int32, int64 for bornTimestamp) is read by name, without that parse (which gives the same
+    values); any other goes to `_generic`, which accepts or refuses it (inline: it runs per
+    message)."""
     ext = command.ext_fields
-    if ext is None or "a" not in ext:
-        return None
-    try:  # a missing field, an empty number: the generic parse's to refuse
+    if command.code == _SINGLE or ext is None or "a" not in ext:
+        return _generic(command)
+    try:  # a missing field: the generic parse's to refuse
         topic, default_topic, nums, queue = ext["b"], ext["c"], ext["d"], ext["e"]
         sys_flag, born, flag = ext["f"], ext["g"], ext["h"]
-        reconsume, max_reconsume = ext.get("j", "0"), ext.get("l")
-        numbers = nums + queue + sys_flag + born + flag + reconsume + (max_reconsume or "")
-        if not (numbers.isdigit() and numbers.isascii()):
-            return None
+    except KeyError:
+        return _generic(command)
+    reconsume, max_reconsume = ext.get("j", "0"), ext.get("l")
+    numbers = nums + queue + sys_flag + born + flag + reconsume + (max_reconsume or "")
+    if not (numbers.isdigit() and numbers.isascii()):
+        return _generic(command)
+    try:  # an empty number: the generic parse's to refuse
         queue_nums, queue_id, sys_flag_value = int(nums), int(queue), int(sys_flag)
         flag_value, reconsume_times = int(flag), int(reconsume)
         max_times = None if max_reconsume is None else int(max_reconsume)
         born_timestamp = int(born)
-    except (KeyError, ValueError):
-        return None
+    except ValueError:
+        return _generic(command)
     if (
         max(queue_nums, queue_id, sys_flag_value, flag_value, reconsume_times, max_times or 0)
         > INT32_MAX
         or born_timestamp > INT64_MAX
     ):
-        return None
+        return _generic(command)
     code = command.code
     return _new(
         SendRequest,
