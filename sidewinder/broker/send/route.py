@@ -2,7 +2,8 @@
 
     routed = router.route_now(request, born, remote)   # None: it must wait (see below)
     routed = await router.route(request, born, remote)
-    appended = store.append_many(routed.items)
+    request, item, wait, queue_id = routed               # a plain tuple (Routed)
+    appended = store.append_many([item])
 
 In order, as RocketMQ's SendMessageProcessor: msgCheck (check.py: the broker's write
 permission for order topics, the topic's name, forbidden topics, auto-creation, the queue id),
