@@ -137,7 +137,9 @@ def request_from_command(command: RemotingCommand) -> SendRequest:
         or born_timestamp > INT64_MAX
     ):
         return _generic(command)
-    code = command.code
+    code, body = command.code, command.body
+    if type(body) is not bytes:  # bytes as they are (body_bytes: a property and a bytes() call)
+        body = command.body_bytes
     return _new(
         SendRequest,
         (
@@ -152,7 +154,7 @@ def request_from_command(command: RemotingCommand) -> SendRequest:
             reconsume_times,
             ext.get("i") or "",
             command.serialize_type,
-            command.body_bytes,
+            body,
             code == _BATCH,
             default_topic,
             queue_nums,
