@@ -19,12 +19,12 @@ mod syncer;
 mod _native {
     use pyo3::exceptions::{PyIndexError, PyValueError};
     use pyo3::prelude::*;
-    use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+    use pyo3::types::{PyBytes, PyList, PyString, PyTuple, PyType};
 
     /// Bumped when a function's signature changes, so a stale build in the source tree is
     /// refused rather than called with the wrong arguments.
     #[pymodule_export]
-    const API_VERSION: u32 = 9;
+    const API_VERSION: u32 = 10;
 
     #[pymodule_export]
     use crate::syncer::Syncer;
@@ -46,21 +46,27 @@ mod _native {
         Ok(crate::hash::ascii_bytes_hash(data.as_slice()))
     }
 
-    /// What the send lane reads of a SEND_MESSAGE_V2 JSON header: (opaque, flag, topic,
+    /// What the send pipeline reads of a SEND_MESSAGE_V2 JSON header: (opaque, flag, topic,
     /// queueId, sysFlag, bornTimestamp, flag, reconsumeTimes, properties), or None for anything
-    /// unusual (reference: `sidewinder.broker.processors.send_header.send_v2_fields_py`; where
-    /// this gives a tuple, it is the reference's).
+    /// unusual (reference: `sidewinder.broker.send.header.send_v2_fields_py`; where this gives
+    /// a tuple, it is the reference's). Given `into` (a tuple type), `head` and `tail`, the
+    /// tuple is `into`'s, those nine fields between `head`'s and `tail`'s: the pipeline's
+    /// request, made once instead of rebuilt from this tuple in Python.
     #[pyfunction]
+    #[pyo3(signature = (header, into=None, head=None, tail=None))]
     fn send_v2_fields<'py>(
         py: Python<'py>,
         header: &Bound<'py, PyAny>,
-    ) -> PyResult<Option<Bound<'py, pyo3::types::PyTuple>>> {
+        into: Option<&Bound<'py, PyType>>,
+        head: Option<&Bound<'py, PyTuple>>,
+        tail: Option<&Bound<'py, PyTuple>>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let data = crate::buffer::ReadBuf::get(header)?;
         let Some(f) = crate::send_header::parse(data.as_slice()) else {
             return Ok(None);
         };
-        Ok(Some(
-            (
+        if into.is_none() && head.is_none() && tail.is_none() {
+            let fields = (
                 f.opaque,
                 f.flag,
                 f.topic.as_ref(),
@@ -70,9 +76,10 @@ mod _native {
                 f.msg_flag,
                 f.reconsume_times,
                 f.properties.as_ref(),
-            )
-                .into_pyobject(py)?,
-        ))
+            );
+            return Ok(Some(fields.into_pyobject(py)?.into_any()));
+        }
+        crate::send_header::fields_into(&f, into, head, tail).map(Some)
     }
 
     /// What dispatch writes for the records of one CommitLog segment from `position`, by a

@@ -5,6 +5,11 @@
 
 use std::borrow::Cow;
 
+use pyo3::exceptions::PyTypeError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyTuple, PyType};
+
 /// What the send lane reads of a plain SEND_MESSAGE_V2 header.
 #[derive(Debug, PartialEq, Eq)]
 pub struct SendV2<'a> {
@@ -17,6 +22,64 @@ pub struct SendV2<'a> {
     pub msg_flag: i64,
     pub reconsume_times: i64,
     pub properties: Cow<'a, str>,
+}
+
+/// `fields` as an instance of `into` (tuple, or a subclass such as a NamedTuple; None: tuple)
+/// between `head`'s items and `tail`'s, as `tuple.__new__(into, head + fields + tail)` makes
+/// it, without the call through `tuple.__new__` nor the tuples in between.
+pub fn fields_into<'py>(
+    f: &SendV2<'_>,
+    into: Option<&Bound<'py, PyType>>,
+    head: Option<&Bound<'py, PyTuple>>,
+    tail: Option<&Bound<'py, PyTuple>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = head.map_or_else(|| tail.map(|t| t.py()), |t| Some(t.py()));
+    let py = match (into, py) {
+        (Some(into), _) => into.py(),
+        (None, Some(py)) => py,
+        (None, None) => unreachable!("a caller with no into, head nor tail takes the tuple path"),
+    };
+    let tp = match into {
+        Some(into) if into.is_subclass_of::<PyTuple>()? => into.as_type_ptr(),
+        Some(_) => {
+            return Err(PyTypeError::new_err(
+                "send_v2_fields: `into` must be a tuple type",
+            ))
+        }
+        None => std::ptr::addr_of_mut!(ffi::PyTuple_Type),
+    };
+    let items = head.map_or(0, |t| t.len()) + 9 + tail.map_or(0, |t| t.len());
+    // SAFETY: `tp` is a tuple type, so its tp_alloc makes a tuple of `items` empty slots; each
+    // is filled once below by PyTuple_SetItem (which takes the reference and accepts a
+    // subclass's instance) before the object is handed out.
+    unsafe {
+        let alloc: ffi::allocfunc = std::mem::transmute(ffi::PyType_GetSlot(tp, ffi::Py_tp_alloc));
+        let tuple = Bound::from_owned_ptr_or_err(py, alloc(tp, items as ffi::Py_ssize_t))?;
+        let mut at: ffi::Py_ssize_t = 0;
+        let mut put = |item: Bound<'py, PyAny>| -> PyResult<()> {
+            if ffi::PyTuple_SetItem(tuple.as_ptr(), at, item.into_ptr()) != 0 {
+                return Err(PyErr::fetch(py));
+            }
+            at += 1;
+            Ok(())
+        };
+        for item in head.into_iter().flat_map(|t| t.iter()) {
+            put(item)?;
+        }
+        put(f.opaque.into_pyobject(py)?.into_any())?;
+        put(f.flag.into_pyobject(py)?.into_any())?;
+        put(PyString::new(py, f.topic.as_ref()).into_any())?;
+        put(f.queue_id.into_pyobject(py)?.into_any())?;
+        put(f.sys_flag.into_pyobject(py)?.into_any())?;
+        put(f.born_timestamp.into_pyobject(py)?.into_any())?;
+        put(f.msg_flag.into_pyobject(py)?.into_any())?;
+        put(f.reconsume_times.into_pyobject(py)?.into_any())?;
+        put(PyString::new(py, f.properties.as_ref()).into_any())?;
+        for item in tail.into_iter().flat_map(|t| t.iter()) {
+            put(item)?;
+        }
+        Ok(tuple)
+    }
 }
 
 const SEND_MESSAGE_V2: i64 = 310;

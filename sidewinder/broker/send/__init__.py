@@ -6,15 +6,15 @@ check-and-route step, one store write and one reply encoder.
     table.set_frame_lane(send, SEND_MESSAGE_V2)
 
 - request.py: SendRequest, and its decoders: a decoded RemotingCommand (SEND_MESSAGE's long
-  field names, V2's and a batch's short ones; the reference) and a raw JSON frame (header.py's
-  `send_v2_fields`, natively in native/src/send_header.rs: only a faster decoder of the same
-  type).
+  field names, V2's and a batch's short ones; the reference) and a chunk of raw JSON frames
+  (header.py's `send_v2_fields`, natively in native/src/send_header.rs, which makes the
+  SendRequest itself: only a faster decoder of the same type).
 - body.py: what a body and properties say (a batch body's messages, WAIT).
 - check.py: msgCheck (shared with SEND_REPLY_MESSAGE's processor).
 - route.py: the one check-and-route step. It raises refusals (protocol/errors.py, with
   RocketMQ's codes and remarks) and gives what the store gets (a MessageToStore, or a
-  BatchToStore for a batch) and whether the producer waits. Its fast path for the plain case is
-  a shortcut inside that step.
+  BatchToStore for a batch) and whether the producer waits, with its request in one tuple.
+  Its fast path for the plain case is a shortcut inside that step.
 - The store: MessageStore.append_many (a chunk's sends in one append, a single send as a chunk
   of one) and MessageStore.settled (the one wait for SYNC_FLUSH / SYNC_MASTER).
 - reply.py: the one reply encoder (SUCCESS from a template for JSON; refusals as

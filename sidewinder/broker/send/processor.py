@@ -6,7 +6,7 @@
 
 Three entries, one pipeline (decode -> route -> store -> reply):
 - `take_frames`: the request frames of one received chunk; a plain JSON send is decoded by the
-  fast header reader (request.request_from_frame); the others are left to the generic decode.
+  fast header reader (request.requests_from_frames); the others are left to the generic decode.
 - `take_batch`: the decoded requests of one chunk, each through the whole route step without
   waiting; those that must wait (a topic to make) are left to `process`.
 - `process`: one request, the route step awaited where it must.
@@ -27,10 +27,9 @@ from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.send.reply import STORED_CODES, SendReplies
 from sidewinder.broker.send.request import (
-    SendRequest,
     host_of,
     request_from_command,
-    request_from_frame,
+    requests_from_frames,
 )
 from sidewinder.broker.send.route import Item, Routed, SendRouter
 from sidewinder.broker.timer import TimerSettings
@@ -44,8 +43,6 @@ from sidewinder.remoting.dispatch import RequestContext, error_reply
 from sidewinder.remoting.latency import LatencyKey, RpcLatency
 from sidewinder.store.message_store import AppendedMany, MessageStore, PutStatus
 
-# One send of a chunk: the request, and what the route step made of it.
-Ask = tuple[SendRequest, Routed]
 _COUNT = attrgetter("count")  # how many messages an item holds
 
 
@@ -94,19 +91,20 @@ class SendProcessor:
         request = request_from_command(command)
         remote = ctx.remote_address
         routed = await self.router.route(request, self.born_host(remote), remote)
-        appended = self.store.append_many([routed.item])
+        _, item, wait, _ = routed
+        appended = self.store.append_many([item])
         if not appended.phy_offsets:
             return self.replies.unavailable(request, appended.remark)
         phy, offset = appended.phy_offsets[0], appended.queue_offsets[0]
-        if routed.wait and self.store.acknowledges_late:
+        if wait and self.store.acknowledges_late:
             try:
                 status = await self.store.settled(appended.end_offset)
             except Exception as exc:  # FlushError: the disk failed
                 return self.replies.unavailable(request, str(exc))
             if status is not PutStatus.PUT_OK:
                 remark = self.store.settle_remark(status)
-                return self.replies.stored(request, routed, phy, offset, status, remark)
-        return self.replies.stored(request, routed, phy, offset)
+                return self.replies.stored(routed, phy, offset, status, remark)
+        return self.replies.stored(routed, phy, offset)
 
     # -- a chunk -----------------------------------------------------------------------------------
     def take_batch(
@@ -119,7 +117,7 @@ class SendProcessor:
         remote = ctx.remote_address
         born = self.born_host(remote)
         route_now, largest = self.router.route_now, self.router.fast_limit()
-        asks: list[Ask] = []
+        asks: list[Routed] = []
         items: list[Item] = []
         refused: list[bytes] = []
         others: list[RemotingCommand] = []
@@ -133,8 +131,8 @@ class SendProcessor:
             if routed is None:
                 others.append(command)
             else:
-                asks.append((request, routed))
-                items.append(routed[0])
+                asks.append(routed)
+                items.append(routed[1])
         if asks or refused:
             self._store_and_answer(ctx, asks, items, refused, started)
         return others
@@ -148,16 +146,15 @@ class SendProcessor:
         remote = ctx.remote_address
         born = self.born_host(remote)
         route_now, largest = self.router.route_now, self.router.fast_limit()
-        asks: list[Ask] = []
+        asks: list[Routed] = []
         items: list[Item] = []
         others: list[RawFrame] = []
-        for frame in frames:
-            request = request_from_frame(frame)
+        for frame, request in zip(frames, requests_from_frames(frames), strict=True):
             if request is not None:
                 routed = route_now(request, born, remote, largest)
                 if routed is not None:
-                    asks.append((request, routed))
-                    items.append(routed[0])
+                    asks.append(routed)
+                    items.append(routed[1])
                     continue
             others.append(frame)
         if asks:
@@ -173,7 +170,7 @@ class SendProcessor:
     def _store_and_answer(
         self,
         ctx: RequestContext,
-        asks: list[Ask],
+        asks: list[Routed],
         items: list[Item],
         refused: list[bytes],
         started: float,
@@ -188,7 +185,7 @@ class SendProcessor:
         if self.store.acknowledges_late:
             now = []
             for n in range(answered):
-                (later if asks[n][1].wait else now).append(n)
+                (later if asks[n][2] else now).append(n)
         frames = self._stored_frames(asks, appended, now)
         replies = self.replies
         for n in range(answered, len(asks)):
@@ -204,7 +201,7 @@ class SendProcessor:
             self._observe(asks, failed, ResponseCode.SERVICE_NOT_AVAILABLE, started)
         if later:
             last = later[-1]
-            end = appended.phy_offsets[last] + asks[last][1].item.record_size
+            end = appended.phy_offsets[last] + asks[last][1].record_size
             self.store.settled(end).add_done_callback(
                 lambda done: self._answer_settled(ctx, asks, appended, later, done, started)
             )
@@ -212,7 +209,7 @@ class SendProcessor:
     def _answer_settled(
         self,
         ctx: RequestContext,
-        asks: list[Ask],
+        asks: list[Routed],
         appended: AppendedMany,
         indexes: list[int],
         done: asyncio.Future[PutStatus],
@@ -228,21 +225,22 @@ class SendProcessor:
             code = STORED_CODES.get(status, ResponseCode.SERVICE_NOT_AVAILABLE)
             remark = self.store.settle_remark(status)
             for n in indexes:
-                request, routed = asks[n]
+                routed = asks[n]
+                request = routed[0]
                 if request.flag & ONEWAY_FLAG:
                     continue
                 if error is not None:
                     reply = self.replies.unavailable(request, str(error))
                 else:
                     phy, offset = appended.phy_offsets[n], appended.queue_offsets[n]
-                    reply = self.replies.stored(request, routed, phy, offset, status, remark)
+                    reply = self.replies.stored(routed, phy, offset, status, remark)
                 frames.append(encode_frame(reply))
         ctx.write_frames([f for f in frames if f])
         if self.latency is not None:
             self._observe(asks, indexes, code, started)
 
     def _stored_frames(
-        self, asks: list[Ask], appended: AppendedMany, indexes: range | list[int]
+        self, asks: list[Routed], appended: AppendedMany, indexes: range | list[int]
     ) -> list[bytes]:
         """The SUCCESS replies to stored sends (none to a oneway one)."""
         return self.replies.stored_frames(
@@ -251,7 +249,7 @@ class SendProcessor:
 
     # -- rocketmq_rpc_latency ----------------------------------------------------------------------
     def _observe(
-        self, asks: list[Ask], indexes: range | list[int], response_code: int, started: float
+        self, asks: list[Routed], indexes: range | list[int], response_code: int, started: float
     ) -> None:
         """Record these answered requests, each with the time since their chunk came in."""
         assert self.latency is not None

@@ -2,7 +2,7 @@
 
     replies = SendReplies(config, store_host)
     frames = replies.stored_frames(asks, phy_offsets, queue_offsets, indexes)  # SUCCESS, bytes
-    command = replies.stored(request, routed, phy_offsets, queue_offset, status, remark)
+    command = replies.stored(routed, phy_offset, queue_offset, status, remark)
     command = replies.refused(request, error)       # remoting.dispatch's error_reply
 
 A SUCCESS reply to a JSON request comes from a pre-encoded template (SendReplyFrames): byte for
@@ -94,7 +94,7 @@ class SendReplies:
 
     def stored_frames(
         self,
-        asks: Sequence[tuple[SendRequest, Routed]],
+        asks: Sequence[Routed],
         phys: list[int],
         offsets: list[int],
         indexes: Iterable[int],
@@ -110,24 +110,22 @@ class SendReplies:
         success, json = frames.success, SerializeType.JSON
         out: list[bytes] = []
         for n in indexes:
-            request, routed = asks[n]
+            routed = asks[n]
+            request, item, _, queue_id = routed
             if request.flag & ONEWAY_FLAG:
                 continue
-            item = routed.item
+            opaque = request.opaque
             if request.serialize_type is not json:
-                out.append(encode_frame(self.stored(request, routed, phys[n], offsets[n])))
+                out.append(encode_frame(self.stored(routed, phys[n], offsets[n])))
             elif item.batch:
                 assert isinstance(item, BatchToStore | MessageRun)
-                out.append(
-                    frames.success_many(request.opaque, item.phys, routed.queue_id, offsets[n])
-                )
+                out.append(frames.success_many(opaque, item.phys, queue_id, offsets[n]))
             else:
-                out.append(success(request.opaque, phys[n], routed.queue_id, offsets[n]))
+                out.append(success(opaque, phys[n], queue_id, offsets[n]))
         return out
 
     def stored(
         self,
-        request: SendRequest,
         routed: Routed,
         phy: int,
         offset: int,
@@ -135,12 +133,12 @@ class SendReplies:
         remark: str = "",
     ) -> RemotingCommand:
         """A stored send's reply, the generic way: its ids, the code of `status`."""
-        item = routed.item
+        request, item, _, queue_id = routed
         phys = item.phys if isinstance(item, BatchToStore | MessageRun) else (phy,)
         host = self.store_host
         prefix = encode_offset_msg_id(host.address, host.port, 0)[:-16]
         msg_ids = ",".join([f"{prefix}{p:016X}" for p in phys])
-        ext = SendMessageResponseHeader(msg_ids, routed.queue_id, offset).to_ext()
+        ext = SendMessageResponseHeader(msg_ids, queue_id, offset).to_ext()
         ext["MSG_REGION"] = self.config.region_id
         ext["TRACE_ON"] = "true" if self.config.trace_on else "false"
         return _command(request).reply(STORED_CODES[status], remark or None, ext_fields=ext)

@@ -21,7 +21,9 @@ from hypothesis import strategies as st
 from interop.capture import read_capture
 from interop.fixtures import ensure_fixture
 from sidewinder.broker.send.header import send_v2_fields_py
+from sidewinder.broker.send.request import SendRequest
 from sidewinder.common.native import NATIVE
+from sidewinder.protocol.codes import SerializeType
 from tests.remoting.mutations import mutate
 
 pytestmark = [
@@ -35,11 +37,26 @@ def native(header: bytes) -> object:
     return NATIVE.send_v2_fields(header)
 
 
+# What the send pipeline has the readers make: its request, the fields between these.
+HEAD, TAIL = (310,), (SerializeType.JSON, b"body", False, "", 0, None, None, False)
+
+
 def agree(header: bytes) -> object:
-    """Both readings; the native one is the reference's or None. Returns the reference's."""
+    """Both readings; the native one is the reference's or None. Returns the reference's.
+    Read into a SendRequest, each is that request (or None where it gives None)."""
+    assert NATIVE is not None
     expected = send_v2_fields_py(header)
     got = native(header)
     assert got is None or got == expected, header
+    for fields, request in [
+        (expected, send_v2_fields_py(header, SendRequest, HEAD, TAIL)),
+        (got, NATIVE.send_v2_fields(header, SendRequest, HEAD, TAIL)),
+    ]:
+        if fields is None:
+            assert request is None
+        else:
+            assert type(request) is SendRequest
+            assert request == HEAD + fields + TAIL
     return expected
 
 
@@ -211,6 +228,19 @@ def test_bad_strings_are_none_or_what_the_reference_makes_of_them(text: bytes) -
 def test_not_a_send_header(data: bytes) -> None:
     assert agree(data) is None
     assert native(data) is None
+
+
+def test_into_is_a_tuple_type_and_head_and_tail_are_optional() -> None:
+    assert NATIVE is not None
+    data = dumps(PLAIN, 0)
+    fields = (5, 0, "T", 1, 0, 17, 0, 0, "")
+    for read in (NATIVE.send_v2_fields, send_v2_fields_py):
+        assert type(read(data)) is tuple
+        whole = read(data, None, HEAD, None)
+        assert type(whole) is tuple and whole == HEAD + fields
+        assert read(data, SendRequest, None, TAIL[:0]) == fields
+        with pytest.raises(TypeError):
+            read(data, list, HEAD, TAIL)
 
 
 def test_only_bytes_like_input() -> None:

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 import uvloop
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from interop.capture import is_response, read_capture
@@ -33,10 +33,11 @@ from interop.fixtures import ensure_fixture
 from sidewinder.broker.config import PERM_READ, BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.send import SendProcessor, SendRequest
+from sidewinder.broker.send import request as request_module
 from sidewinder.broker.send.body import BatchError, decode_batch, strip_wait
 from sidewinder.broker.send.header import batch_header_parses
 from sidewinder.broker.send.reply import SendReplies, SendReplyFrames
-from sidewinder.broker.send.route import Routed
+from sidewinder.broker.send.request import request_from_command
 from sidewinder.broker.topics import TopicConfig, TopicTable
 from sidewinder.common.native import NATIVE
 from sidewinder.protocol.batch_record import (
@@ -85,8 +86,8 @@ def test_the_reply_template_is_the_generic_reply_byte_for_byte(
     store_host = Host(bytes([10, 1, 2, 3]), 10911)
     config = BrokerConfig.from_properties({"regionId": region, "traceOn": str(trace_on).lower()})
     request = _request(RequestCode.SEND_MESSAGE_V2, opaque)
-    routed = Routed(MessageToStore(TOPIC.encode(), queue_id, b"", b""), True, queue_id)
-    generic = SendReplies(config, store_host).stored(request, routed, phy, queue_offset)
+    routed = (request, MessageToStore(TOPIC.encode(), queue_id, b"", b""), True, queue_id)
+    generic = SendReplies(config, store_host).stored(routed, phy, queue_offset)
     fast = SendReplyFrames(region, trace_on, store_host).success(
         opaque, phy, queue_id, queue_offset
     )
@@ -653,7 +654,7 @@ def test_the_batch_reply_template_is_the_generic_reply_byte_for_byte(
     request = _request(RequestCode.SEND_BATCH_MESSAGE, 2**31 - 1)
     batch = MessageRun([MessageToStore(TOPIC.encode(), 5, b"", b"")] * count)
     batch.phys = phys
-    generic = SendReplies(config, store_host).stored(request, Routed(batch, True, 5), phys[0], 77)
+    generic = SendReplies(config, store_host).stored((request, batch, True, 5), phys[0], 77)
     fast = SendReplyFrames(region, trace_on, store_host).success_many(2**31 - 1, phys, 5, 77)
     assert fast == encode_frame(generic)
 
@@ -794,6 +795,39 @@ def test_a_batch_header_parses_where_the_generic_decode_does(
     assert batch_header_parses(ext) == parses
 
 
+_NUMBER = st.one_of(
+    st.none(),
+    st.sampled_from(["", "0", "007", "+1", "-1", "1_0", " 1", "1 ", "\u0661", "\u00b2", "1.0"]),
+    st.integers(0, 2**65).map(str),
+    st.integers(-(2**65), 2**65).map(lambda n: f"{n:020d}"),
+)
+
+
+@given(st.tuples(*[_NUMBER] * 7))
+@example(("4", "1", "0", "1700000000000", "0", None, None))
+@example(("2147483647", "0000000000001", "2147483648", "9223372036854775807", "0", "16", None))
+@example(("4", "1", "0", "9223372036854775808", "0", "16", "2147483648"))
+@example(("4", "1", "0", "1", "0", "16", ""))
+@example(("2147483647", "0000000000001", "0", "9223372036854775807", "2147483647", "7", "0"))
+def test_the_plain_v2_shortcut_reads_what_the_generic_decode_reads(
+    numbers: tuple[str | None, ...],
+) -> None:
+    """request_from_command's shortcut (a V2 header of plain decimals) gives the generic
+    decode's request; never a request for a header that decode refuses."""
+    ext = {"a": "g", "b": TOPIC, "c": "TBW102", "i": "TAGS\x01a"}
+    for key, number in zip("defghjl", numbers, strict=True):
+        if number is not None:
+            ext[key] = number
+    command = RemotingCommand(RequestCode.SEND_MESSAGE_V2, opaque=7, ext_fields=ext, body=b"x")
+    try:
+        generic = request_module._generic(command)
+    except HeaderError:
+        with pytest.raises(HeaderError):
+            request_from_command(command)
+        return
+    assert request_from_command(command) == generic
+
+
 # A plain header's fields changed one at a time: whether the lane still takes the send.
 _HEADER_CHANGES: list[tuple[dict[str, Any], bool]] = [
     ({}, True),
@@ -839,7 +873,7 @@ def test_a_batch_header_goes_the_lane_where_a_single_send_s_would(
     batch = _fields_request(RequestCode.SEND_BATCH_MESSAGE, fields, _entry(0, b"body", b""))
     single = _fields_request(RequestCode.SEND_MESSAGE_V2, fields, b"body")
     routed = [processor.router.route_now(r, BORN_V4, "?", 1 << 20) for r in (batch, single)]
-    targets = {None if r is None else r.item.topic for r in routed}
+    targets = {None if r is None else r[1].topic for r in routed}
     assert targets == {header["name"].encode() if taken else None}
 
 
