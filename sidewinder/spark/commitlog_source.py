@@ -149,7 +149,7 @@ class CommitLogReader(DataSourceReader):
         checkpoint = self.options.store / "checkpoint"
         if not checkpoint.exists():
             return 2**63 - 1  # a CommitLog alone (copied out of a store): all of it
-        return StoreCheckpoint.open(checkpoint).physic_msg_timestamp
+        return StoreCheckpoint.read(checkpoint).physic_msg_timestamp
 
     def _segment(self, path: str) -> Iterator[MessageRecord]:
         flushed_ms = self._flushed_until_ms()

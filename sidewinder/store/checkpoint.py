@@ -37,8 +37,16 @@ class StoreCheckpoint:
 
     @classmethod
     def open(cls, path: Path) -> StoreCheckpoint:
-        """Read an existing checkpoint, or start a zeroed one (RocketMQ does the same)."""
-        path.with_name(path.name + ".creating").unlink(missing_ok=True)  # a crash's leftover
+        """The store's own, at its start: a crash's leftover `.creating` file removed, then the
+        checkpoint read (`read`)."""
+        path.with_name(path.name + ".creating").unlink(missing_ok=True)
+        return cls.read(path)
+
+    @classmethod
+    def read(cls, path: Path) -> StoreCheckpoint:
+        """Read an existing checkpoint, or start a zeroed one (RocketMQ does the same). Touches
+        no file: a reader beside a running store (the Spark source, a test) must not remove
+        the `.creating` file the store is about to rename into place."""
         if not path.exists():
             return cls(path)
         data = path.read_bytes()

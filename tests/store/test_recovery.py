@@ -87,7 +87,7 @@ def test_abnormal_recovery_starts_at_the_checkpoints_segment(tmp_path: Path) -> 
     # A crash: the abort file stays, the checkpoint last recorded the third segment's start,
     # the ConsumeQueues lost every entry after it, and the CommitLog's last record is torn.
     (tmp_path / "abort").touch()
-    checkpoint = StoreCheckpoint.open(tmp_path / "checkpoint")
+    checkpoint = StoreCheckpoint.read(tmp_path / "checkpoint")
     stamp = first_timestamp(tmp_path, resume) + RECOVERY_MARGIN_MS
     checkpoint.physic_msg_timestamp = checkpoint.logics_msg_timestamp = stamp
     checkpoint.flush()
@@ -165,7 +165,7 @@ def test_the_checkpoint_follows_flushes_while_running(tmp_path: Path) -> None:
         # Each timestamp moves with its own flush (CommitLog, then queues and index), on its own
         # timer: wait for all three, not for whichever comes first.
         for _ in range(500):
-            on_disk = StoreCheckpoint.open(tmp_path / "checkpoint")
+            on_disk = StoreCheckpoint.read(tmp_path / "checkpoint")
             stamps = (
                 on_disk.physic_msg_timestamp,
                 on_disk.logics_msg_timestamp,

@@ -62,6 +62,19 @@ def test_abort_file_tells_a_crash_from_a_clean_stop(tmp_path: Path) -> None:
     again.release()
 
 
+def test_only_the_store_removes_a_checkpoint_being_created(tmp_path: Path) -> None:
+    """A reader beside a running store leaves the `.creating` file the store is about to rename
+    into place (removing it failed the store's flush); the store's own open at start removes a
+    crash's leftover."""
+    path = tmp_path / "checkpoint"
+    creating = tmp_path / "checkpoint.creating"
+    creating.write_bytes(b"\0" * PAGE)
+    assert StoreCheckpoint.read(path).physic_msg_timestamp == 0
+    assert creating.exists()
+    StoreCheckpoint.open(path)
+    assert not creating.exists()
+
+
 def test_checkpoint_round_trip_and_page_layout(tmp_path: Path) -> None:
     path = tmp_path / "checkpoint"
     fresh = StoreCheckpoint.open(path)
