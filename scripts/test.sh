@@ -13,6 +13,6 @@ source scripts/venv.sh test,dev,spark
 .venv/bin/mypy  # sidewinder/, as [tool.mypy] in pyproject.toml says
 # Three workers on two cores: most of a scenario is waiting on JVMs, clients and their timers (the
 # CPU was busy 71% of a three-worker run, so a third worker buys time a second core cannot:
-# 18:45 against 21:09 on two). Each target kind's scenarios share one worker and its cluster
-# (tests/conftest.py). SIDEWINDER_TEST_WORKERS=0 runs everything in this process.
+# 18:45 against 21:09 on two). Each worker starts one shared cluster of each target kind for its
+# scenarios (tests/conftest.py). SIDEWINDER_TEST_WORKERS=0 runs everything in this process.
 exec .venv/bin/python -m pytest -n "${SIDEWINDER_TEST_WORKERS:-3}" --dist loadgroup --durations=25 "$@"

@@ -58,13 +58,10 @@ def make_target(target_kind: str, tmp_path: Path) -> Iterator[Callable[..., Clus
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under xdist (scripts/test.sh runs three workers), every scenario of one target kind goes
-    to one worker, so each worker starts one shared cluster, not both."""
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        kind = callspec.params.get("target_kind") if callspec is not None else None
-        if kind is not None:
-            item.add_marker(pytest.mark.xdist_group(name=f"target-{kind}"))
+    """Tests that read RocketMQ's reference fixtures run last: on a fresh clone the fixtures are
+    generated in the background from the start of the session (pytest_collection_finish), and
+    a worker that reached one of these tests first would sit idle until they were done."""
+    items.sort(key=lambda item: item.get_closest_marker("reference_fixtures") is not None)
 
 
 _fixture_prefetch: threading.Thread | None = None
