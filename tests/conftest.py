@@ -22,6 +22,10 @@ def hot_path(request: pytest.FixtureRequest) -> Iterator[str]:
         yield str(request.param)
 
 
+# The JVMs the suite starts (RocketMQ's daemons, mqadmin) start cheaply rather than run fast
+# (interop/jvm.py): most of them live for seconds. SIDEWINDER_JVM_PROFILE=server overrides.
+os.environ.setdefault("SIDEWINDER_JVM_PROFILE", "quick")
+
 # SIDEWINDER_TARGETS=rocketmq (or sidewinder) runs the interop scenarios against one kind only.
 _KINDS = [k for k in os.environ.get("SIDEWINDER_TARGETS", ",".join(TARGET_KINDS)).split(",") if k]
 
