@@ -117,7 +117,7 @@ def test_retry_policies_normalize_and_give_rocketmqs_delays() -> None:
     assert [next_delay_ms(exponential, n) for n in (0, 1, 3)] == [1000, 2000, 8000]
     assert next_delay_ms({"type": "CUSTOMIZED"}, 0) == 10_000  # index reconsumeTimes + 2
     assert next_delay_ms({"type": "CUSTOMIZED"}, 99) == 7_200_000
-    with pytest.raises(SidewinderError, match="groupRetryPolicy.type 'LINEAR'"):
+    with pytest.raises(SidewinderError, match=r"groupRetryPolicy\.type 'LINEAR'"):
         retry_policy_from_json({"type": "LINEAR"})
 
 
