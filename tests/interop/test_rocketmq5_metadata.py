@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 
 from interop.target import ClusterTarget
+from sidewinder.broker.config import BrokerConfig
+from sidewinder.broker.groups import SubscriptionGroups
+from sidewinder.broker.topics import TopicTable
 from sidewinder.client.producer import Message, Producer
 from sidewinder.protocol import body
 from sidewinder.protocol.codes import RequestCode, ResponseCode
@@ -62,6 +65,10 @@ def test_topic_attributes_are_created_altered_kept_and_saved(
     saved = json.loads((pop_target.store_path / "config" / "topics.json").read_text())
     entry = saved["topicConfigTable"][topic]
     assert entry["attributes"] == {"message.type": "DELAY"} and entry["readQueueNums"] == 2
+    # Our table reads the file, RocketMQ 5.3.2's as well as ours.
+    table = TopicTable(BrokerConfig(), pop_target.store_path / "config")
+    table.load()
+    assert table.topics[topic].message_type == "DELAY"
 
 
 @pytest.mark.parametrize(
@@ -135,6 +142,9 @@ def test_group_5x_fields_round_trip_and_352_answers_the_group(
         assert got["groupRetryPolicy"] == policy and got["retryMaxTimes"] == 3
     saved = json.loads((pop_target.store_path / "config" / "subscriptionGroup.json").read_text())
     assert saved["subscriptionGroupTable"][group]["groupRetryPolicy"] == policy
+    groups = SubscriptionGroups(pop_target.store_path / "config", auto_create=False)
+    groups.load()
+    assert groups.groups[group].to_json() == saved["subscriptionGroupTable"][group]
     # RocketMQ 5.3.2 knows no group attribute.
     refused = _ask(client, pop_target, 200, None, config | {"attributes": {"+x": "1"}})
     assert refused.code == ResponseCode.SYSTEM_ERROR and "unsupported key: x" in refused.remark
