@@ -122,7 +122,7 @@ class BrokerApp:
             self.store,
             self.registration,
             self.outbound,
-            SlaveTables(self.topics, self.groups, self.offsets, self.schedule),
+            SlaveTables(self.topics, self.groups, self.offsets, self.schedule, self.request_modes),
             persist=self._persist_tables,
         )
         self.timer = TimerService(
@@ -340,10 +340,10 @@ class BrokerApp:
         self.clients.expire(time.monotonic())
 
     async def _persist_tables(self) -> None:
-        """Write topics, groups, offsets and delay offsets (a slave, after copying its
-        master's)."""
+        """Write topics, groups, offsets, delay offsets and request modes (a slave, after
+        copying its master's)."""
         loop = asyncio.get_running_loop()
-        for table in (self.topics, self.groups, self.offsets, self.schedule):
+        for table in (self.topics, self.groups, self.offsets, self.schedule, self.request_modes):
             await loop.run_in_executor(None, table.persist)
 
     def _notify_ids_changed(self, group: ConsumerGroup) -> None:

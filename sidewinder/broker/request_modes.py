@@ -44,10 +44,8 @@ class RequestModes:
 
     def load(self) -> None:
         saved = self.file.load_json()
-        table = saved.get("messageRequestModeMap") if isinstance(saved, dict) else None
-        for topic, groups in (table or {}).items():
-            for group, value in (groups or {}).items():
-                self.modes.setdefault(topic, {})[group] = request_mode(value)
+        if isinstance(saved, dict):
+            self.mirror(saved)
 
     def set(self, value: dict[str, Any]) -> None:
         body = request_mode(value)
@@ -55,6 +53,14 @@ class RequestModes:
 
     def get(self, topic: str, group: str) -> dict[str, Any] | None:
         return self.modes.get(topic, {}).get(group)
+
+    def mirror(self, master: dict[str, Any]) -> None:
+        """A slave takes its master's table whole (GET_ALL_MESSAGE_REQUEST_MODE's body)."""
+        self.modes = {}
+        table = master.get("messageRequestModeMap") or {}
+        for topic, groups in table.items():
+            for group, value in (groups or {}).items():
+                self.modes.setdefault(topic, {})[group] = request_mode(value)
 
     def to_json(self) -> dict[str, Any]:
         return {"messageRequestModeMap": self.modes}

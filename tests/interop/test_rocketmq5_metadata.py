@@ -6,11 +6,13 @@ server-side assignment (400), LITE_PULL_MESSAGE (361), and our mqadmin's 5.x opt
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from interop.target import ClusterTarget
+from interop.replica import ReplicaBroker, until
+from interop.target import ClusterTarget, running_target
 from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.topics import TopicTable
@@ -301,3 +303,26 @@ def test_our_mqadmin_sets_attributes_group_fields_and_consume_mode(
     assert modes[topic][group]["mode"] == "POP" and modes[topic][group]["popShareQueueNum"] == 1
     shown = mqadmin(pop_target, "getConsumerConfig", "-g", group)
     assert "consumeMessageOrderly                   =  true" in shown
+
+
+def test_a_slave_takes_its_masters_request_modes(
+    client: SyncRemotingClient, tmp_path: Path
+) -> None:
+    """As 5.3.2's SlaveSynchronize does (ours only: the bench has no 5.3.2 slave)."""
+    with running_target("sidewinder", tmp_path / "master", discard=True) as master:
+        slave = ReplicaBroker("sidewinder", tmp_path / "slave", master).start()
+        try:
+            mode = {"consumerGroup": "G", "mode": "POP", "popShareQueueNum": 2, "topic": "T"}
+            assert _ask(client, master, 401, None, mode).code == ResponseCode.SUCCESS
+
+            def slave_modes() -> Any:
+                reply = client.invoke(
+                    slave.addr, RemotingCommand.request(RequestCode.GET_ALL_MESSAGE_REQUEST_MODE), 5
+                )
+                return body.loads(reply.body_bytes)["messageRequestModeMap"]
+
+            until("the slave's copy of the modes", lambda: slave_modes() == {"T": {"G": mode}})
+            saved = slave.store_path / "config" / "messageRequestMode.json"
+            assert json.loads(saved.read_text())["messageRequestModeMap"] == {"T": {"G": mode}}
+        finally:
+            slave.kill()

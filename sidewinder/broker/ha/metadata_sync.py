@@ -18,6 +18,7 @@ import structlog
 
 from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.offsets import ConsumerOffsets
+from sidewinder.broker.request_modes import RequestModes
 from sidewinder.broker.schedule import ScheduleService
 from sidewinder.broker.topics import TopicTable
 from sidewinder.protocol import body
@@ -39,6 +40,7 @@ class SlaveTables:
     groups: SubscriptionGroups
     offsets: ConsumerOffsets
     schedule: ScheduleService
+    request_modes: RequestModes | None = None  # RocketMQ 5's, from a master that has them
 
 
 class MetadataSync:
@@ -93,6 +95,11 @@ class MetadataSync:
         delays = await self._read(master, RequestCode.GET_ALL_DELAY_OFFSET)
         if delays is not None:
             tables.schedule.mirror(delays)
+        if tables.request_modes is not None:
+            # A 4.x master has no such code: its refusal is logged, not a failed round.
+            modes = await self._read(master, RequestCode.GET_ALL_MESSAGE_REQUEST_MODE)
+            if modes is not None:
+                tables.request_modes.mirror(modes)
         ok = None not in (topics, groups, offsets, delays)
         await self.persist()
         if ok:
