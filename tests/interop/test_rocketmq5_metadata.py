@@ -323,6 +323,24 @@ def test_a_slave_takes_its_masters_request_modes(
 
             until("the slave's copy of the modes", lambda: slave_modes() == {"T": {"G": mode}})
             saved = slave.store_path / "config" / "messageRequestMode.json"
-            assert json.loads(saved.read_text())["messageRequestModeMap"] == {"T": {"G": mode}}
+            until(
+                "the slave's messageRequestMode.json",
+                lambda: saved.exists()
+                and json.loads(saved.read_text())["messageRequestModeMap"] == {"T": {"G": mode}},
+                timeout_s=5,
+            )
         finally:
             slave.kill()
+
+
+@pytest.mark.parametrize(
+    "code", [RequestCode.SET_MESSAGE_REQUEST_MODE, RequestCode.QUERY_ASSIGNMENT]
+)
+def test_a_mode_or_assignment_body_without_a_topic_is_refused(
+    client: SyncRemotingClient, pop_target: ClusterTarget, code: int
+) -> None:
+    """The same code; RocketMQ 5.3.2's remark is the NullPointerException it fails with, ours
+    names the missing field."""
+    reply = _ask(client, pop_target, code, None, {"consumerGroup": "G", "mode": "POP"})
+    remark = "NullPointerException" if pop_target.kind == "rocketmq5" else "no topic"
+    assert reply.code == ResponseCode.SYSTEM_ERROR and remark in (reply.remark or ""), reply
