@@ -264,7 +264,11 @@ def test_our_mqadmin_sets_attributes_group_fields_and_consume_mode(
     topic, group = unique("ToolTopic"), unique("ToolG")
     cluster = pop_target.cluster_name
     out = mqadmin(pop_target, "updateTopic", "-c", cluster, "-t", topic, "-a", "+message.type=FIFO")
-    assert "success" in out
+    assert out.endswith(
+        f"TopicConfig [topicName={topic}, readQueueNums=8, writeQueueNums=8, perm=RW-, "
+        "topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false, "
+        "attributes={+message.type=FIFO}]\n"
+    ), out
     assert _topic_config(client, pop_target, topic)["attributes"] == {"message.type": "FIFO"}
     policy = '{"type":"CUSTOMIZED","customizedRetryPolicy":{"next":[1000,2000]}}'
     mqadmin(
@@ -325,8 +329,10 @@ def test_a_slave_takes_its_masters_request_modes(
             saved = slave.store_path / "config" / "messageRequestMode.json"
             until(
                 "the slave's messageRequestMode.json",
-                lambda: saved.exists()
-                and json.loads(saved.read_text())["messageRequestModeMap"] == {"T": {"G": mode}},
+                lambda: (
+                    saved.exists()
+                    and json.loads(saved.read_text())["messageRequestModeMap"] == {"T": {"G": mode}}
+                ),
                 timeout_s=5,
             )
         finally:

@@ -286,6 +286,16 @@ async def update_topic(args: argparse.Namespace) -> int:
         )
     for addr in brokers:
         print(f"create topic to {addr} success.")
+    if args.attributes:
+        # RocketMQ 5's tool then prints the config it sent, the modification as a Java map.
+        items = (x if "=" in x else f"{x}=" for x in args.attributes.strip().split(","))
+        order = "true" if args.order.lower() == "true" else "false"
+        print(
+            f"TopicConfig [topicName={args.topic}, readQueueNums={args.write}, "
+            f"writeQueueNums={args.write}, perm={_perm_text(args.perm)}, "
+            f"topicFilterType=SINGLE_TAG, topicSysFlag=0, order={order}, "
+            f"attributes={{{', '.join(items)}}}]"
+        )
     return 0
 
 
