@@ -6,11 +6,13 @@ server-side assignment (400), LITE_PULL_MESSAGE (361), and our mqadmin's 5.x opt
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from interop.mqadmin import mqadmin as java_mqadmin
 from interop.replica import ReplicaBroker, until
 from interop.target import ClusterTarget, running_target
 from sidewinder.broker.config import BrokerConfig
@@ -350,3 +352,19 @@ def test_a_mode_or_assignment_body_without_a_topic_is_refused(
     reply = _ask(client, pop_target, code, None, {"consumerGroup": "G", "mode": "POP"})
     remark = "NullPointerException" if pop_target.kind == "rocketmq5" else "no topic"
     assert reply.code == ResponseCode.SYSTEM_ERROR and remark in (reply.remark or ""), reply
+
+
+def test_rocketmq_4_9_8s_mqadmin_reads_5x_topics_and_groups(
+    client: SyncRemotingClient, pop_target: ClusterTarget
+) -> None:
+    """A 4.x tool reads past the 5.x fields: it sees the topic and group as it always did."""
+    topic, group, ns = unique("OldToolTopic"), unique("OldToolG"), pop_target.namesrv_addr
+    assert _create(client, pop_target, topic, "+message.type=FIFO").code == ResponseCode.SUCCESS
+    route = java_mqadmin(ns, "topicRoute", "-t", topic).stdout
+    assert body.loads(route)["queueDatas"][0]["readQueueNums"] == 2, route  # fastjson text
+    config = {"groupName": group, "consumeMessageOrderly": True, "retryMaxTimes": 5}
+    assert _ask(client, pop_target, 200, None, config).code == ResponseCode.SUCCESS
+    out = java_mqadmin(ns, "getConsumerConfig", "-g", group).stdout
+    settings = dict(re.findall(r"^(\w+)\s+=  (.*)$", out, re.M))
+    assert (settings["groupName"], settings["retryMaxTimes"]) == (group, "5"), out
+    assert "consumeMessageOrderly" not in settings  # 4.9.8's class has no such field
