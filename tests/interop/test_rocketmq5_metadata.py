@@ -368,3 +368,21 @@ def test_rocketmq_4_9_8s_mqadmin_reads_5x_topics_and_groups(
     settings = dict(re.findall(r"^(\w+)\s+=  (.*)$", out, re.M))
     assert (settings["groupName"], settings["retryMaxTimes"]) == (group, "5"), out
     assert "consumeMessageOrderly" not in settings  # 4.9.8's class has no such field
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("groupRetryPolicy", "fast"), ("groupSysFlag", "abc"), ("groupRetryPolicy", {"type": "X"})],
+)
+def test_a_group_body_with_a_bad_5x_field_is_refused_naming_it(
+    client: SyncRemotingClient, pop_target: ClusterTarget, field: str, value: Any
+) -> None:
+    group = unique("BadG5")
+    reply = _ask(client, pop_target, 200, None, {"groupName": group, field: value})
+    if pop_target.kind == "rocketmq5" and value == {"type": "X"}:
+        # 5.3.2 takes an unknown policy type and stores a policy without one.
+        assert reply.code == ResponseCode.SUCCESS
+        got = body.loads(_ask(client, pop_target, 352, {"group": group}).body_bytes)
+        assert got["groupRetryPolicy"] == {}
+        return
+    assert reply.code == ResponseCode.SYSTEM_ERROR and field in (reply.remark or ""), reply

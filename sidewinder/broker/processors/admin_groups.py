@@ -65,7 +65,7 @@ class GroupAdmin:
         data["attributes"] = alter_attributes(
             GROUP_ATTRIBUTES,
             existing.attributes if existing is not None else {},
-            data.get("attributes") or {},
+            {str(k): str(v) for k, v in (data.get("attributes") or {}).items()},
             create=existing is None,
         )
         self.groups.upsert(SubscriptionGroup.from_json(data))
