@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 
 from interop.mqadmin import mqadmin as java_mqadmin
 from interop.replica import ReplicaBroker, until
-from interop.target import ClusterTarget, running_target
+from interop.target import ClusterTarget, create_target, running_target
 from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.topics import TopicTable
@@ -386,3 +387,32 @@ def test_a_group_body_with_a_bad_5x_field_is_refused_naming_it(
         assert got["groupRetryPolicy"] == {}
         return
     assert reply.code == ResponseCode.SYSTEM_ERROR and field in (reply.remark or ""), reply
+
+
+def test_rocketmq5_takes_over_our_metadata_files(
+    client: SyncRemotingClient, tmp_path: Path
+) -> None:
+    """The files ours writes (topics.json, subscriptionGroup.json, messageRequestMode.json) are
+    what a RocketMQ 5.3.2 broker started on them reads: the same attributes, group fields and
+    modes. (The other way, our tables reading 5.3.2's files, is in the tests above.)"""
+    topic, group = unique("TakeoverTopic"), unique("TakeoverG")
+    policy = {"customizedRetryPolicy": {"next": [1000, 3000]}, "type": "CUSTOMIZED"}
+    mode = {"consumerGroup": group, "mode": "POP", "popShareQueueNum": 1, "topic": topic}
+    with running_target("sidewinder", tmp_path / "ours") as ours:
+        assert _create(client, ours, topic, "+message.type=FIFO").code == ResponseCode.SUCCESS
+        config = {"groupName": group, "consumeMessageOrderly": True, "groupRetryPolicy": policy}
+        assert _ask(client, ours, 200, None, config).code == ResponseCode.SUCCESS
+        assert _ask(client, ours, 401, None, mode).code == ResponseCode.SUCCESS
+    theirs = create_target("rocketmq5", tmp_path / "theirs")
+    (theirs.store_path / "config").mkdir(parents=True)
+    for name in ("topics.json", "subscriptionGroup.json", "messageRequestMode.json"):
+        shutil.copy(ours.store_path / "config" / name, theirs.store_path / "config" / name)
+    theirs.start()
+    try:
+        assert _topic_config(client, theirs, topic)["attributes"] == {"message.type": "FIFO"}
+        got = body.loads(_ask(client, theirs, 352, {"group": group}).body_bytes)
+        assert (got["consumeMessageOrderly"], got["groupRetryPolicy"]) == (True, policy)
+        modes = body.loads(_ask(client, theirs, 402).body_bytes)["messageRequestModeMap"]
+        assert modes[topic][group] == mode
+    finally:
+        theirs.kill()
