@@ -16,6 +16,7 @@ from sidewinder.broker.processors.admin_maintenance import Maintenance
 from sidewinder.broker.processors.admin_replication import ReplicationAdmin
 from sidewinder.broker.processors.admin_stats import StatsAdmin
 from sidewinder.broker.processors.admin_topics import TopicAdmin
+from sidewinder.broker.processors.assignment import AssignmentProcessor
 from sidewinder.broker.processors.client_calls import ClientCallsProcessor
 from sidewinder.broker.processors.clients import ClientManageProcessor
 from sidewinder.broker.processors.end_transaction import EndTransactionProcessor
@@ -46,6 +47,7 @@ class AdminHandlers:
     maintenance: Maintenance
     acl: AclAdmin
     replication: ReplicationAdmin
+    assignment: AssignmentProcessor
 
 
 def admin_codes(admin: AdminHandlers) -> dict[int, Handler]:
@@ -60,6 +62,7 @@ def admin_codes(admin: AdminHandlers) -> dict[int, Handler]:
         R.QUERY_TOPIC_CONSUME_BY_WHO: topics.consumed_by,
         R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: groups.update_group,
         R.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: groups.all_groups,
+        R.GET_SUBSCRIPTIONGROUP_CONFIG: groups.group_config,
         R.DELETE_SUBSCRIPTIONGROUP: groups.delete_group,
         R.GET_CONSUMER_CONNECTION_LIST: groups.consumer_connections,
         R.GET_PRODUCER_CONNECTION_LIST: groups.producer_connections,
@@ -82,6 +85,7 @@ def admin_codes(admin: AdminHandlers) -> dict[int, Handler]:
         R.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl.update_global_white_addrs,
         R.GET_ALL_CONSUMER_OFFSET: admin.replication.all_consumer_offsets,
         R.GET_ALL_DELAY_OFFSET: admin.replication.all_delay_offsets,
+        R.GET_ALL_MESSAGE_REQUEST_MODE: admin.assignment.all_modes,
     }
 
 
@@ -120,6 +124,7 @@ def build_routes(
     admin: AdminHandlers,
     reply: ReplyProcessor,
     client_calls: ClientCallsProcessor,
+    assignment: AssignmentProcessor,
 ) -> ProcessorTable:
     fast_failure = config.broker_fast_failure_enable
     table = ProcessorTable(default=NotSupported())
@@ -151,9 +156,11 @@ def build_routes(
             budget_ms=config.wait_time_mills_in_transaction_queue if fast_failure else 0,
         ),
     )
+    # LITE_PULL_MESSAGE (RocketMQ 5's lite pull consumer) is a pull: the same processor.
     table.register(
         pull,
         R.PULL_MESSAGE,
+        R.LITE_PULL_MESSAGE,
         limits=Limits(
             concurrency=10_000,  # held pulls wait on the loop, not in the queue
             capacity=config.pull_thread_pool_queue_capacity,
@@ -196,6 +203,8 @@ def build_routes(
         for code in SLAVE_REFUSED_ADMIN:
             handlers[code] = _refused_on_a_slave
     table.register(ByCode(handlers), *handlers)
+    # RocketMQ 5's server-side load balancing (its loadBalanceExecutor).
+    table.register(assignment, R.QUERY_ASSIGNMENT, R.SET_MESSAGE_REQUEST_MODE)
     # mqadmin's calls the broker forwards to a client (Broker2Client).
     table.register(
         client_calls,
