@@ -92,11 +92,26 @@ def make_target(target_kind: str, tmp_path: Path) -> Iterator[Callable[..., Clus
         cluster.stop()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that read RocketMQ's reference fixtures run last: on a fresh clone the fixtures are
-    generated in the background from the start of the session (pytest_collection_finish), and
-    a worker that reached one of these tests first would sit idle until they were done."""
-    items.sort(key=lambda item: item.get_closest_marker("reference_fixtures") is not None)
+    """Under xdist (scripts/test.sh runs it with --dist loadgroup), every 5.x scenario goes to
+    one worker, which starts the one RocketMQ 5.3.2 broker of the session, as every Spark test
+    goes to one worker and its one Spark JVM (tests/spark mark theirs).
+
+    Then the order: those groups first, as each is a long single unit of work that should not
+    start last; tests that read RocketMQ's reference fixtures last, as on a fresh clone the
+    fixtures generate in the background from the start of the session
+    (pytest_collection_finish) and a worker that reached one of them first would sit idle."""
+    for item in items:
+        if "pop_target" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(name="rocketmq5"))
+
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("reference_fixtures") is not None:
+            return 2
+        return 0 if item.get_closest_marker("xdist_group") is not None else 1
+
+    items.sort(key=rank)
 
 
 _fixture_prefetch: threading.Thread | None = None
