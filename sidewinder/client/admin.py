@@ -30,7 +30,7 @@ from sidewinder.protocol.headers import (
     QueryMessageRequestHeader,
     TopicHeader,
 )
-from sidewinder.protocol.record import MessageRecord, decode_record
+from sidewinder.protocol.record import message_records
 from sidewinder.protocol.subscription import Subscription
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.tls import TlsOption
@@ -232,7 +232,7 @@ class Admin:
             reply = await self.remoting.invoke(addr, request, 5)
             if reply.code != ResponseCode.SUCCESS or not reply.body:
                 continue
-            for record in stored_records(reply.body_bytes):
+            for record in message_records(reply.body_bytes):
                 queue = MessageQueue(record.topic, name, record.queue_id)
                 message = ReceivedMessage.of(queue, record)
                 if (message.msg_id == key) if unique else (key in message.keys):
@@ -415,18 +415,6 @@ class Admin:
         ]
         found = re.search(rb'"consumeTps":(-?[\d.Ee+-]+)', reply.body_bytes)
         return rows, float(found.group(1)) if found else 0.0
-
-
-def stored_records(data: bytes) -> list[MessageRecord]:
-    """The whole records of a QUERY_MESSAGE or VIEW_MESSAGE_BY_ID body."""
-    records, at = [], 0
-    while at < len(data):
-        record = decode_record(data, at)
-        if not isinstance(record, MessageRecord):
-            break
-        records.append(record)
-        at += record.total_size
-    return records
 
 
 async def _ask_broker(admin: Admin, addr: str, code: int, ext: dict[str, str] | None) -> Any:

@@ -19,7 +19,7 @@ from sidewinder.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 from sidewinder.protocol.message import MessageConst, encode_offset_msg_id
-from sidewinder.protocol.record import MessageRecord, decode_record
+from sidewinder.protocol.record import MessageRecord, message_records
 from sidewinder.protocol.subscription import Subscription
 from sidewinder.remoting.client import RemotingClient
 
@@ -110,15 +110,10 @@ def decode_messages(
     queue: MessageQueue, data: bytes, subscription: Subscription | None = None
 ) -> list[ReceivedMessage]:
     messages = []
-    at = 0
-    while at < len(data):
-        record = decode_record(data, at)
-        if not isinstance(record, MessageRecord):
-            break
+    for record in message_records(data):
         message = ReceivedMessage.of(queue, record)
         if subscription is None or subscription.matches_tag(message.tags):
             messages.append(message)
-        at += record.total_size
     return messages
 
 

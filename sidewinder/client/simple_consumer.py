@@ -44,7 +44,7 @@ from sidewinder.protocol.pop import (
     parse_start_offsets,
     retry_flag,
 )
-from sidewinder.protocol.record import MessageRecord, decode_record
+from sidewinder.protocol.record import message_records
 from sidewinder.protocol.subscription import Subscription
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.tls import TlsOption
@@ -238,12 +238,7 @@ def popped_messages(
     from the check point of its queue (startOffsetInfo) and the message's own offset."""
     starts = parse_start_offsets(popped.start_offset_info)
     messages = []
-    at = 0
-    while at < len(data):
-        record = decode_record(data, at)
-        if not isinstance(record, MessageRecord):
-            break
-        at += record.total_size
+    for record in message_records(data):
         props = record.properties()
         handle = props.get(PROPERTY_POP_CK)
         if handle is None:

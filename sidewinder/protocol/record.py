@@ -466,6 +466,19 @@ def decode_record(
         raise RecordError(position, f"truncated: {exc}") from None
 
 
+def message_records(buffer: Buffer) -> list[MessageRecord]:
+    """The whole message records at the start of `buffer` (a pull, pop or query reply's body),
+    up to the first thing that is not one."""
+    records, at = [], 0
+    while at < len(buffer):
+        record = decode_record(buffer, at)
+        if not isinstance(record, MessageRecord):
+            break
+        records.append(record)
+        at += record.total_size
+    return records
+
+
 def _decode_message(
     view: memoryview, position: int, total_size: int, magic: int, check_crc: bool
 ) -> MessageRecord:
