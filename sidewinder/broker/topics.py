@@ -93,8 +93,9 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
-    # RocketMQ 5's topic attributes ("message.type": "FIFO", ...), see broker/attributes.py.
-    attributes: Mapping[str, str] = field(default_factory=dict, hash=False)
+    # RocketMQ 5's topic attributes ("message.type": "FIFO", ...), see broker/attributes.py. Out
+    # of the repr, which refusal remarks quote: a 4.x client sees the remark it saw before.
+    attributes: Mapping[str, str] = field(default_factory=dict, hash=False, repr=False)
 
     @property
     def message_type(self) -> str:
