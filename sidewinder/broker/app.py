@@ -22,6 +22,11 @@ from sidewinder.broker.ha.replication import Replication
 from sidewinder.broker.long_polling import PullHolds
 from sidewinder.broker.metrics import BrokerMetrics, BrokerSources
 from sidewinder.broker.offsets import ConsumerOffsets
+from sidewinder.broker.pop.ack import AckMessageProcessor, ChangeInvisibleTimeProcessor
+from sidewinder.broker.pop.context import PopContext
+from sidewinder.broker.pop.polling import PopHolds
+from sidewinder.broker.pop.pop_message import PopMessageProcessor
+from sidewinder.broker.pop.revive import ReviveService
 from sidewinder.broker.processors.admin_acl import AclAdmin
 from sidewinder.broker.processors.admin_config import BrokerConfigAdmin
 from sidewinder.broker.processors.admin_groups import GroupAdmin
@@ -39,7 +44,7 @@ from sidewinder.broker.processors.reply_message import ReplyProcessor
 from sidewinder.broker.processors.send_back import SendBackProcessor
 from sidewinder.broker.pull_stats import PullStats
 from sidewinder.broker.registration import Registration
-from sidewinder.broker.routes import AdminHandlers, build_routes
+from sidewinder.broker.routes import AdminHandlers, PopHandlers, build_routes
 from sidewinder.broker.schedule import ScheduleService
 from sidewinder.broker.send import SendProcessor, host_of
 from sidewinder.broker.stats_manager import MINUTE_SAMPLE_MS, BrokerStatsManager
@@ -210,6 +215,18 @@ class BrokerApp:
             maintenance=Maintenance(config, self.store, self.topics, self.clients),
             acl=AclAdmin(config, self.acl),
         )
+        self.pop = PopContext(
+            config,
+            self.store,
+            self.topics,
+            self.groups,
+            self.offsets,
+            timer,
+            host_of(config.broker_addr),
+        )
+        self.pop_holds = PopHolds(config.max_pop_polling_size, config.pop_polling_size)
+        self.store.arrival_listeners.append(self.pop_holds.arrived)
+        self.revive = ReviveService(self.pop, lambda: self.timer.delivered_before_ms)
         table = build_routes(
             config,
             send=send,
@@ -225,6 +242,11 @@ class BrokerApp:
             ),
             client_calls=ClientCallsProcessor(
                 config, self.store, self.topics, self.offsets, self.clients
+            ),
+            pop=PopHandlers(
+                PopMessageProcessor(self.pop, self.pop_holds),
+                AckMessageProcessor(self.pop),
+                ChangeInvisibleTimeProcessor(self.pop),
             ),
         )
         if self.acl is not None:
@@ -272,6 +294,7 @@ class BrokerApp:
         for table in (self.topics, self.groups, self.offsets, self.schedule):
             await loop.run_in_executor(None, table.load)
         self.transactions.ensure_topics()
+        self.pop.ensure_revive_topic()
         await self.store.start()
         self.transactions.load()
         await self.timer.load()
@@ -280,6 +303,7 @@ class BrokerApp:
             self.transactions.start()
             self.schedule.start()
             self.timer.start()
+            self.revive.start()
         await self.server.start(host)
         await self.fast_server.start(host)
         await self.replication.start(host)
@@ -399,6 +423,8 @@ class BrokerApp:
             async with asyncio.timeout(SHUTDOWN_BUDGET_S / 2):
                 await self.registration.stop()
         await self.schedule.stop()
+        await self.revive.stop()
+        self.pop_holds.release_all()
         await self.timer.stop()
         await self.transactions.stop()
         self.holds.release_all()

@@ -1,0 +1,386 @@
+"""POP consumption over raw remoting requests (RocketMQ 5.3.2's codes): pop, ack, change of
+invisible time, revive, long polling, refusals; against a running broker."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from interop.target import ClusterTarget, create_target
+from sidewinder.protocol.codes import ResponseCode
+from sidewinder.protocol.message import MessageConst
+from sidewinder.protocol.pop import (
+    FIRST_POP_TIME,
+    POLLING_TIMEOUT,
+    POP_CK,
+    retry_topic,
+    revive_topic,
+)
+from sidewinder.protocol.record import MessageRecord, decode_record
+from sidewinder.remoting.client import SyncRemotingClient
+from tests.helpers import pull_request, send_request, unique
+from tests.interop.pop_requests import (
+    Popped,
+    ack_request,
+    change_invisible_request,
+    changed_handle,
+    create_group_request,
+    create_topic_request,
+    pop_request,
+    popped,
+    query_offset_request,
+)
+
+KINDS = ["sidewinder"]
+CONF = {"flushConsumerOffsetInterval": 1000}
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def pop_target(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ClusterTarget]:
+    target = create_target(str(request.param), tmp_path_factory.mktemp("pop"), CONF)
+    target.start()
+    try:
+        yield target
+    finally:
+        target.stop()
+
+
+def _setup(client: SyncRemotingClient, target: ClusterTarget, queues: int = 2) -> tuple[str, str]:
+    topic, group = unique("PopTopic"), unique("PopGroup")
+    for request in (create_topic_request(topic, queues), create_group_request(group, 3)):
+        reply = client.invoke(target.broker_addr, request, 10)
+        assert reply.code == ResponseCode.SUCCESS, reply
+    return topic, group
+
+
+def _send(
+    client: SyncRemotingClient, target: ClusterTarget, topic: str, *bodies: bytes, queues: int = 2
+) -> None:
+    for i, body in enumerate(bodies):
+        request = send_request(topic, body, queue_id=i % queues)
+        reply = client.invoke(target.broker_addr, request, 10)
+        assert reply.code == ResponseCode.SUCCESS, reply
+
+
+def _pop(
+    client: SyncRemotingClient, target: ClusterTarget, topic: str, group: str, **fields: object
+) -> list[Popped]:
+    reply = client.invoke(target.broker_addr, pop_request(topic, group, **fields), 30)  # type: ignore[arg-type]
+    assert reply.code in (ResponseCode.SUCCESS, POLLING_TIMEOUT), reply
+    return popped(reply, topic, target.broker_name)
+
+
+def _pop_until(
+    client: SyncRemotingClient,
+    target: ClusterTarget,
+    topic: str,
+    group: str,
+    count: int,
+    seconds: float,
+    **fields: object,
+) -> tuple[list[Popped], float]:
+    """Pop until `count` messages came back; them and when the last came (monotonic)."""
+    got: list[Popped] = []
+    deadline = time.monotonic() + seconds
+    while len(got) < count:
+        assert time.monotonic() < deadline, f"{len(got)} of {count} messages back"
+        got += _pop(client, target, topic, group, **fields)
+        if len(got) < count:
+            time.sleep(0.1)
+    return got, time.monotonic()
+
+
+def test_pop_takes_what_was_sent_and_moves_the_offsets(
+    pop_target: ClusterTarget, client: SyncRemotingClient
+) -> None:
+    topic, group = _setup(client, pop_target)
+    _send(client, pop_target, topic, b"m0", b"m1", b"m2", b"m3")
+    reply = client.invoke(pop_target.broker_addr, pop_request(topic, group), 10)
+    assert reply.code == ResponseCode.SUCCESS, reply
+    ext = reply.ext_fields or {}
+    assert {"popTime", "invisibleTime", "reviveQid", "restNum"} <= set(ext)
+    assert ext["invisibleTime"] == "3000" and ext["restNum"] == "0"
+    starts = sorted(ext["startOffsetInfo"].split(";"))
+    assert starts == ["0 0 0", "0 1 0"]
+    assert sorted(ext["msgOffsetInfo"].split(";")) == ["0 0 0,1", "0 1 0,1"]
+    msgs = popped(reply, topic, pop_target.broker_name)
+    assert sorted(m.body for m in msgs) == [b"m0", b"m1", b"m2", b"m3"]
+    for queue_id in (0, 1):
+        offset = client.invoke(
+            pop_target.broker_addr, query_offset_request(topic, group, queue_id), 5
+        )
+        assert (offset.ext_fields or {}).get("offset") == "2"
+    # Invisible now: a second pop finds nothing.
+    again = client.invoke(pop_target.broker_addr, pop_request(topic, group), 10)
+    assert again.code == POLLING_TIMEOUT, again
+    assert again.remark == "NO_MESSAGE_IN_QUEUE"
+
+
+def test_checkpoints_land_in_the_revive_topic_in_rocketmq_json(
+    pop_target: ClusterTarget, client: SyncRemotingClient
+) -> None:
+    topic, group = _setup(client, pop_target, queues=1)
+    _send(client, pop_target, topic, b"a", b"b", queues=1)
+    reply = client.invoke(pop_target.broker_addr, pop_request(topic, group, invisible_ms=1500), 10)
+    msgs = popped(reply, topic, pop_target.broker_name)
+    assert len(msgs) == 2
+    revive_qid = int((reply.ext_fields or {})["reviveQid"])
+    pop_time = int((reply.ext_fields or {})["popTime"])
+    reader = unique("ReviveReader")
+    records = []
+    deadline = time.monotonic() + 10
+    while not records:
+        assert time.monotonic() < deadline, "no CK in the revive topic"
+        pulled = client.invoke(
+            pop_target.broker_addr,
+            pull_request(revive_topic(pop_target.cluster_name), reader, queue_id=revive_qid),
+            10,
+        )
+        data, at = bytes(pulled.body or b""), 0
+        while at < len(data):
+            record = decode_record(data, at)
+            assert isinstance(record, MessageRecord)
+            at += record.total_size
+            if record.properties().get(MessageConst.TAGS) == "ck":
+                ck = json.loads(bytes(record.body))
+                if ck.get("t") == topic:
+                    records.append((record, ck))
+        time.sleep(0.2)
+    record, ck = records[0]
+    assert {"so", "pt", "it", "bm", "n", "q", "t", "c", "ro", "d", "bn"} <= set(ck)
+    assert (ck["so"], ck["pt"], ck["it"], ck["bm"], ck["n"]) == (0, pop_time, 1500, 0, 2)
+    assert (ck["q"], ck["t"], ck["c"], ck["d"], ck["bn"]) == (
+        0,
+        topic,
+        group,
+        [0, 1],
+        pop_target.broker_name,
+    )
+    assert record.properties()[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] == (
+        f"{topic}@0@0@{group}@{pop_time}@{pop_target.broker_name}@ck"
+    )
+
+
+def test_unacked_messages_come_back_with_a_reconsume_more(
+    pop_target: ClusterTarget, client: SyncRemotingClient
+) -> None:
+    topic, group = _setup(client, pop_target)
+    _send(client, pop_target, topic, b"x")
+    first = _pop(client, pop_target, topic, group, invisible_ms=2000)
+    assert [m.body for m in first] == [b"x"]
+    popped_at = time.monotonic()
+    back, at = _pop_until(client, pop_target, topic, group, 1, 15, invisible_ms=2000)
+    assert at - popped_at >= 2.0  # invisible until its time ran out
+    assert at - popped_at < 2.0 + 7.0, at - popped_at  # RocketMQ: 2-6 s late
+    (msg,) = back
+    assert msg.body == b"x" and msg.record.topic == topic
+    assert msg.record.reconsume_times == 1
+    assert msg.properties[FIRST_POP_TIME] == str(first[0].extra.pop_time)
+    assert msg.properties[POP_CK] == msg.handle
+    assert msg.extra.kind == "1"  # from the V1 retry topic
+    assert msg.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == first[
+        0
+    ].properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    # Acked from the retry topic: gone for good.
+    reply = client.invoke(pop_target.broker_addr, ack_request(msg, topic, group), 5)
+    assert reply.code == ResponseCode.SUCCESS, reply
+    assert reply.ext_fields is None or "extraInfo" not in reply.ext_fields
+    time.sleep(2.0 + 4.0)
+    assert _pop(client, pop_target, topic, group) == []
+    assert client.invoke(
+        pop_target.broker_addr, query_offset_request(retry_topic(topic, group), group, 0), 5
+    ).ext_fields == {"offset": "1"}
+
+
+def test_acked_messages_never_come_back(
+    pop_target: ClusterTarget, client: SyncRemotingClient
+) -> None:
+    topic, group = _setup(client, pop_target)
+    _send(client, pop_target, topic, b"k0", b"k1", b"k2")
+    msgs = _pop(client, pop_target, topic, group, invisible_ms=1500)
+    assert len(msgs) == 3
+    for msg in msgs[:2]:
+        reply = client.invoke(pop_target.broker_addr, ack_request(msg, topic, group), 5)
+        assert reply.code == ResponseCode.SUCCESS, reply
+    back, _ = _pop_until(client, pop_target, topic, group, 1, 12)
+    assert [m.body for m in back] == [msgs[2].body]
+    time.sleep(1.0)
+    assert _pop(client, pop_target, topic, group) == []
+
+
+def test_change_invisible_time_gives_a_new_handle(
+    pop_target: ClusterTarget, client: SyncRemotingClient
+) -> None:
+    topic, group = _setup(client, pop_target)
+    _send(client, pop_target, topic, b"c")
+    (msg,) = _pop(client, pop_target, topic, group, invisible_ms=1500)
+    reply = client.invoke(
+        pop_target.broker_addr, change_invisible_request(msg, topic, group, 8000), 5
+    )
+    assert reply.code == ResponseCode.SUCCESS, reply
+    ext = reply.ext_fields or {}
+    assert ext["invisibleTime"] == "8000" and ext["reviveQid"] == str(msg.extra.revive_qid)
+    assert int(ext["popTime"]) >= msg.extra.pop_time
+    # Not back when the first invisible time (and RocketMQ's lateness) has run out.
+    time.sleep(5.0)
+    assert _pop(client, pop_target, topic, group) == []
+    renewed = Popped(msg.record, changed_handle(reply, msg), msg.properties)
+    acked = client.invoke(pop_target.broker_addr, ack_request(renewed, topic, group), 5)
+    assert acked.code == ResponseCode.SUCCESS, acked
+    time.sleep(8.0 - 5.0 + 4.0)
+    assert _pop(client, pop_target, topic, group) == []
+
+
+def test_a_send_wakes_a_held_pop(pop_target: ClusterTarget, client: SyncRemotingClient) -> None:
+    topic, group = _setup(client, pop_target)
+    _send(client, pop_target, topic, b"warm")  # the group's offsets start at the queues' ends
+    assert len(_pop(client, pop_target, topic, group)) == 1
+    held = SyncRemotingClient()
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            started = time.monotonic()
+            future = pool.submit(
+                held.invoke, pop_target.broker_addr, pop_request(topic, group, poll_ms=10_000), 15
+            )
+            time.sleep(0.5)
+            _send(client, pop_target, topic, b"late")
+            reply = future.result(15)
+    finally:
+        held.close()
+    assert reply.code == ResponseCode.SUCCESS, reply
+    assert time.monotonic() - started < 3.0
+    assert [m.body for m in popped(reply, topic, pop_target.broker_name)] == [b"late"]
+
+
+def test_an_empty_held_pop_ends_polling_timeout(
+    pop_target: ClusterTarget, client: SyncRemotingClient
+) -> None:
+    topic, group = _setup(client, pop_target)
+    started = time.monotonic()
+    reply = client.invoke(pop_target.broker_addr, pop_request(topic, group, poll_ms=1500), 10)
+    took = time.monotonic() - started
+    assert reply.code == POLLING_TIMEOUT, reply
+    assert 1.2 <= took < 4.0, took
+
+
+def test_a_stale_pop_is_answered_polling_timeout_at_once(
+    pop_target: ClusterTarget, client: SyncRemotingClient
+) -> None:
+    topic, group = _setup(client, pop_target)
+    _send(client, pop_target, topic, b"s")
+    born = int(time.time() * 1000) - 5000
+    reply = client.invoke(
+        pop_target.broker_addr, pop_request(topic, group, poll_ms=1000, born_ms=born), 5
+    )
+    assert reply.code == POLLING_TIMEOUT, reply
+    assert "pop message is timeout too much" in (reply.remark or "")
+
+
+def test_acks_rocketmq_takes_without_a_match_are_success(
+    pop_target: ClusterTarget, client: SyncRemotingClient
+) -> None:
+    topic, group = _setup(client, pop_target)
+    _send(client, pop_target, topic, b"a")
+    (msg,) = _pop(client, pop_target, topic, group)
+    made_up = Popped(msg.record, f"0 {int(time.time() * 1000)} 3000 1 0 nobody 0 0", {})
+    for ack in (
+        ack_request(msg, topic, group),
+        ack_request(msg, topic, group),
+        ack_request(msg, topic, unique("OtherGroup")),
+        ack_request(made_up, topic, group),
+    ):
+        reply = client.invoke(pop_target.broker_addr, ack, 5)
+        assert reply.code == ResponseCode.SUCCESS, reply
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_dead_letters_after_max_attempts(
+    kind: str, tmp_path: Path, client: SyncRemotingClient
+) -> None:
+    """retryMaxTimes 1: two deliveries, then %DLQ%group (ours; RocketMQ's broker alone retries
+    on, its proxy dead-letters at the next receive)."""
+    target = create_target(kind, tmp_path, CONF).start()
+    try:
+        topic, group = unique("PopDlq"), unique("PopDlqGroup")
+        client.invoke(target.broker_addr, create_topic_request(topic, 1), 10)
+        client.invoke(target.broker_addr, create_group_request(group, 1), 10)
+        _send(client, target, topic, b"doomed", queues=1)
+        assert len(_pop(client, target, topic, group, invisible_ms=1000)) == 1
+        back, _ = _pop_until(client, target, topic, group, 1, 12, invisible_ms=1000)
+        assert back[0].record.reconsume_times == 1
+        dlq = f"%DLQ%{group}"
+        deadline = time.monotonic() + 12
+        while True:
+            reply = client.invoke(target.broker_addr, pull_request(dlq, unique("DlqReader")), 5)
+            if reply.code == ResponseCode.SUCCESS:
+                break
+            assert time.monotonic() < deadline, reply
+            time.sleep(0.3)
+        record = decode_record(bytes(reply.body or b""), 0)
+        assert isinstance(record, MessageRecord)
+        assert bytes(record.body) == b"doomed" and record.reconsume_times == 2
+        assert _pop(client, target, topic, group) == []
+    finally:
+        target.stop()
+
+
+@pytest.mark.parametrize(
+    ("fields", "code", "words"),
+    [
+        ({"maxMsgNums": "33"}, 29, "greater than 32"),
+        ({"maxMsgNums": "0"}, 29, "maxMsgNums 0"),
+        ({"invisibleTime": "-5"}, 29, "invisibleTime -5"),
+        ({"queueId": "7"}, 29, "queueId[7] is illegal"),
+        ({"queueId": "-2"}, 29, "queueId[-2] is illegal"),
+        ({"invisibleTime": "soon"}, ResponseCode.SYSTEM_ERROR, "invisibleTime"),
+        ({"consumerGroup": None}, ResponseCode.SYSTEM_ERROR, "consumerGroup"),
+    ],
+)
+def test_bad_pop_headers_are_refused(
+    pop_target: ClusterTarget,
+    client: SyncRemotingClient,
+    fields: dict[str, str | None],
+    code: int,
+    words: str,
+) -> None:
+    topic, group = _setup(client, pop_target)
+    request = pop_request(topic, group)
+    ext = dict(request.ext_fields or {})
+    for name, value in fields.items():
+        if value is None:
+            ext.pop(name, None)
+        else:
+            ext[name] = value
+    request.ext_fields = ext
+    reply = client.invoke(pop_target.broker_addr, request, 5)
+    assert reply.code == code, reply
+    assert words in (reply.remark or ""), reply.remark
+
+
+def test_malformed_handles_are_refused(
+    pop_target: ClusterTarget, client: SyncRemotingClient
+) -> None:
+    topic, group = _setup(client, pop_target)
+    _send(client, pop_target, topic, b"h")
+    (msg,) = _pop(client, pop_target, topic, group)
+    for handle, words in (
+        ("", "extraInfo is empty"),
+        ("1 2 3", "3 fields"),
+        ("x 1 1 1 0 b 0 0", "ckQueueOffset"),
+    ):
+        fields = ack_request(msg, topic, group).ext_fields or {}
+        request = ack_request(msg, topic, group)
+        request.ext_fields = dict(fields) | {"extraInfo": handle}
+        reply = client.invoke(pop_target.broker_addr, request, 5)
+        assert reply.code == 29, reply
+        assert words in (reply.remark or ""), reply.remark
+    unknown = ack_request(msg, unique("NoSuchTopic"), group)
+    reply = client.invoke(pop_target.broker_addr, unknown, 5)
+    assert reply.code == ResponseCode.TOPIC_NOT_EXIST, reply
