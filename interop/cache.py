@@ -30,7 +30,7 @@ class BenchCache:
         return self.root / "maven"
 
     def classpath(self, role: str) -> str:
-        """A `java -cp` value for one Maven profile: `server`, `client` or `bench`."""
+        """A `java -cp` value for one Maven profile of interop/maven/pom.xml (`server`, say)."""
         return str(self.maven_lib / role / "*")
 
     @property

@@ -32,7 +32,7 @@ from interop.cache import (
     bench_cache,
 )
 
-MAVEN_ROLES = ("server", "client", "bench")
+MAVEN_ROLES = ("server", "client", "bench", "server5", "client5")
 
 
 class InstallError(RuntimeError):

@@ -76,6 +76,10 @@ class RocketMQCluster:
     `system_props` go to both JVMs as -D (RocketMQ's TLS settings are read only from there)."""
 
     kind = "rocketmq"
+    # The Maven role (interop/maven/pom.xml) whose classpath runs the broker; the name server
+    # always runs on `server`'s. The broker log's path under the workdir.
+    broker_role = "server"
+    broker_log = Path("logs") / "broker.log"
 
     def __init__(
         self,
@@ -127,7 +131,7 @@ class RocketMQCluster:
             "rocketmq broker",
             java_command(
                 self.workdir,
-                self.cache.classpath("server"),
+                self.cache.classpath(self.broker_role),
                 BROKER_MAIN,
                 ["-c", str(self.workdir / "broker.conf")],
                 heap_mb=broker_heap_mb,
@@ -136,12 +140,13 @@ class RocketMQCluster:
             self.workdir / "broker.out",
             env=java_env(self.workdir),
             cwd=self.workdir,
-            log_paths=[logs / "broker.log"],
+            log_paths=[self.workdir / self.broker_log],
         )
 
     def _check_cache(self) -> None:
-        jars = list((self.cache.maven_lib / "server").glob("rocketmq-broker-*.jar"))
-        if not jars:
+        lib = self.cache.maven_lib
+        roles = {"server", self.broker_role}
+        if not all(list((lib / role).glob("rocketmq-broker-*.jar")) for role in roles):
             raise StartupError(
                 f"RocketMQ jars are missing from {self.cache.maven_lib}: "
                 "run `python -m interop.install` (it needs Maven Central once)"

@@ -4,7 +4,9 @@ Tests and scripts ask for a target by kind and use only these attributes, so eve
 unchanged against both. A scenario that fails on RocketMQ is a wrong test; one that passes on
 RocketMQ and fails on Sidewinder is a Sidewinder bug.
 
-Both kinds run by default; SIDEWINDER_TARGETS=rocketmq (or sidewinder) picks one.
+The `target` fixture runs the 4.x kinds (rocketmq, sidewinder) by default; SIDEWINDER_TARGETS
+picks one. The 5.x oracle, rocketmq5 (a 5.3.2 broker), runs only the scenarios of what 5.x brokers
+add, through the `pop_target` fixture (rocketmq5 and sidewinder; SIDEWINDER_POP_TARGETS picks).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from interop.rocketmq import RocketMQCluster
+from interop.rocketmq5 import RocketMQ5Cluster
 from interop.sidewinder import SidewinderCluster
 
 
@@ -53,8 +56,13 @@ TargetFactory = Callable[..., ClusterTarget]
 
 TARGET_KINDS: dict[str, TargetFactory] = {
     "rocketmq": RocketMQCluster,
+    "rocketmq5": RocketMQ5Cluster,
     "sidewinder": SidewinderCluster,
 }
+# What the `target` fixture runs by default, and what the `pop_target` fixture runs: scenarios
+# of the 4.x protocol need no third cluster, and only 5.x scenarios need the 5.x oracle.
+DEFAULT_KINDS = ("rocketmq", "sidewinder")
+POP_KINDS = ("rocketmq5", "sidewinder")
 
 
 def create_target(

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from interop.fixtures import FIXTURE_NAMES, ensure_fixture
-from interop.target import TARGET_KINDS, ClusterTarget, create_target
+from interop.target import DEFAULT_KINDS, POP_KINDS, ClusterTarget, create_target
 from tests import hot_path as _hot_path
 
 
@@ -22,24 +22,48 @@ def hot_path(request: pytest.FixtureRequest) -> Iterator[str]:
         yield str(request.param)
 
 
-# SIDEWINDER_TARGETS=rocketmq (or sidewinder) runs the interop scenarios against one kind only.
-_KINDS = [k for k in os.environ.get("SIDEWINDER_TARGETS", ",".join(TARGET_KINDS)).split(",") if k]
+def _kinds(env: str, default: tuple[str, ...]) -> list[str]:
+    return sorted(k for k in os.environ.get(env, ",".join(default)).split(",") if k)
 
 
-@pytest.fixture(scope="session", params=sorted(_KINDS))
+# SIDEWINDER_TARGETS=rocketmq (or sidewinder) runs the interop scenarios against one kind only;
+# SIDEWINDER_POP_TARGETS=rocketmq5 (or sidewinder) does the same for the 5.x (POP) scenarios.
+_KINDS = _kinds("SIDEWINDER_TARGETS", DEFAULT_KINDS)
+_POP_KINDS = _kinds("SIDEWINDER_POP_TARGETS", POP_KINDS)
+
+
+@pytest.fixture(scope="session", params=_KINDS)
 def target_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture(scope="session")
-def target(target_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterTarget]:
-    """One running cluster of each kind, shared by the session's scenarios."""
-    cluster = create_target(target_kind, tmp_path_factory.mktemp(f"{target_kind}-shared"))
+def _shared_cluster(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterTarget]:
+    cluster = create_target(kind, tmp_path_factory.mktemp(f"{kind}-shared"))
     cluster.start()
     try:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def target(target_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterTarget]:
+    """One running cluster of each kind, shared by the session's scenarios."""
+    yield from _shared_cluster(target_kind, tmp_path_factory)
+
+
+@pytest.fixture(scope="session", params=_POP_KINDS)
+def pop_target_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def pop_target(
+    pop_target_kind: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ClusterTarget]:
+    """One running cluster of each 5.x kind (the RocketMQ 5.3.2 oracle and Sidewinder), shared
+    by the session's scenarios of what 5.x brokers add (POP)."""
+    yield from _shared_cluster(pop_target_kind, tmp_path_factory)
 
 
 @pytest.fixture

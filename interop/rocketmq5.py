@@ -1,0 +1,56 @@
+"""The real Apache RocketMQ 5.3.2 broker beside the 4.9.7 name server, on free 127.0.0.1 ports:
+the oracle for what 5.x brokers add (POP consumption, the 5.x metadata formats).
+
+    with RocketMQ5Cluster(tmp_path) as cluster:
+        cluster.namesrv_addr, cluster.broker_addr, cluster.store_path
+
+Everything else is RocketMQCluster's (interop/rocketmq.py): the same broker.conf, JVM flags and
+lifecycle; only the broker's classpath (the `server5` Maven role) and its log's path differ.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from interop.rocketmq import RocketMQCluster
+from sidewinder.protocol import body
+from sidewinder.protocol.codes import RequestCode, ResponseCode
+from sidewinder.protocol.command import RemotingCommand
+from sidewinder.remoting.client import SyncRemotingClient
+from sidewinder.remoting.connection import RemotingError
+
+ROCKETMQ5_VERSION = "5.3.2"
+
+
+class RocketMQ5Cluster(RocketMQCluster):
+    """A 4.9.7 name server and a 5.3.2 master broker, each a JVM we own by pid."""
+
+    kind = "rocketmq5"
+    broker_role = "server5"
+    # 5.x logs through its own logback configuration, under user.home (the workdir).
+    broker_log = Path("logs") / "rocketmqlogs" / "broker.log"
+
+    def start_broker(self) -> None:
+        """Start the broker, then wait until the name server lists it: a 5.3.2 broker prints
+        "boot success" before its first registration, which follows a few seconds later."""
+        super().start_broker()
+        client = SyncRemotingClient()
+        try:
+            self.broker.wait_ready(lambda: self._registered(client), self.startup_timeout_s)
+        finally:
+            client.close()
+
+    def _registered(self, client: SyncRemotingClient) -> bool:
+        request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
+        try:
+            reply = client.invoke(self.namesrv_addr, request, 3)
+        except RemotingError:
+            return False
+        if reply.code != ResponseCode.SUCCESS:
+            return False
+        info = body.loads(reply.body_bytes)
+        entry = (info.get("brokerAddrTable") or {}).get(self.broker_name) or {}
+        return self.broker_addr in (entry.get("brokerAddrs") or {}).values()
+
+    def __repr__(self) -> str:
+        return f"RocketMQ5Cluster(namesrv={self.namesrv_addr}, broker={self.broker_addr})"
