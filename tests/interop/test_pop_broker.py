@@ -3,6 +3,7 @@ invisible time, revive, long polling, refusals; against a running broker."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -12,8 +13,10 @@ import pytest
 
 from interop.target import POP_KINDS, ClusterTarget, create_target
 from sidewinder.protocol.codes import ResponseCode
+from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.message import MessageConst
 from sidewinder.protocol.pop import (
+    BATCH_ACK_MESSAGE,
     FIRST_POP_TIME,
     POLLING_TIMEOUT,
     POP_CK,
@@ -120,25 +123,9 @@ def test_checkpoints_land_in_the_revive_topic_in_rocketmq_json(
     assert len(msgs) == 2
     revive_qid = int((reply.ext_fields or {})["reviveQid"])
     pop_time = int((reply.ext_fields or {})["popTime"])
-    reader = unique("ReviveReader")
-    records = []
     deadline = time.monotonic() + 10
-    while not records:
+    while not (records := _revive_records(client, pop_target, revive_qid, "ck", topic)):
         assert time.monotonic() < deadline, "no CK in the revive topic"
-        pulled = client.invoke(
-            pop_target.broker_addr,
-            pull_request(revive_topic(pop_target.cluster_name), reader, queue_id=revive_qid),
-            10,
-        )
-        data, at = bytes(pulled.body or b""), 0
-        while at < len(data):
-            record = decode_record(data, at)
-            assert isinstance(record, MessageRecord)
-            at += record.total_size
-            if record.properties().get(MessageConst.TAGS) == "ck":
-                ck = json.loads(bytes(record.body))
-                if ck.get("t") == topic:
-                    records.append((record, ck))
         time.sleep(0.2)
     record, ck = records[0]
     assert {"so", "pt", "it", "bm", "n", "q", "t", "c", "ro", "d", "bn"} <= set(ck)
@@ -415,3 +402,69 @@ def test_a_killed_broker_keeps_its_pops(
         assert _pop(client, target, topic, group) == []
     finally:
         target.stop()
+
+
+def _revive_records(
+    client: SyncRemotingClient, target: ClusterTarget, revive_qid: int, tag: str, topic: str
+) -> list[tuple[MessageRecord, dict[str, object]]]:
+    """The records of one tag for `topic` in a revive queue, read as RocketMQ reads them."""
+    found = []
+    pulled = client.invoke(
+        target.broker_addr,
+        pull_request(
+            revive_topic(target.cluster_name), unique("ReviveReader"), queue_id=revive_qid
+        ),
+        10,
+    )
+    data, at = bytes(pulled.body or b""), 0
+    while at < len(data):
+        record = decode_record(data, at)
+        assert isinstance(record, MessageRecord)
+        at += record.total_size
+        if record.properties().get(MessageConst.TAGS) == tag:
+            value = json.loads(bytes(record.body))
+            if value.get("t") == topic:
+                found.append((record, value))
+    return found
+
+
+def test_a_batch_ack_clears_the_messages_it_names(
+    pop_target: ClusterTarget, client: SyncRemotingClient
+) -> None:
+    topic, group = _setup(client, pop_target, queues=1)
+    _send(client, pop_target, topic, b"b0", b"b1", b"b2", queues=1)
+    reply = client.invoke(pop_target.broker_addr, pop_request(topic, group, invisible_ms=1500), 10)
+    msgs = popped(reply, topic, pop_target.broker_name)
+    assert [m.body for m in msgs] == [b"b0", b"b1", b"b2"]
+    extra = msgs[0].extra
+    bits = base64.b64encode(bytes([0b011])).decode()  # java.util.BitSet {0, 1}
+    body = {
+        "acks": [
+            {
+                "c": group,
+                "t": topic,
+                "r": "0",
+                "so": extra.ck_queue_offset,
+                "q": extra.queue_id,
+                "rq": extra.revive_qid,
+                "pt": extra.pop_time,
+                "it": extra.invisible_time,
+                "b": bits,
+            }
+        ],
+        "brokerName": pop_target.broker_name,
+    }
+    request = RemotingCommand.request(BATCH_ACK_MESSAGE, {}, body=json.dumps(body).encode())
+    acked = client.invoke(pop_target.broker_addr, request, 5)
+    assert acked.code == ResponseCode.SUCCESS, acked
+    back, _ = _pop_until(client, pop_target, topic, group, 1, 12)
+    assert [m.body for m in back] == [b"b2"]
+    ((record, value),) = _revive_records(client, pop_target, extra.revive_qid, "bAck", topic)
+    # RocketMQ names a batch ack's record as it names a single ack's (genAckUniqueId).
+    assert record.properties()[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] == (
+        f"{topic}@0@-1@{group}@{extra.pop_time}@{pop_target.broker_name}@ack"
+    )
+    assert value["aol"] == [0, 1] and value["ao"] == -1
+    assert (value["c"], value["q"], value["so"], value["pt"]) == (group, 0, 0, extra.pop_time)
+    empty = RemotingCommand.request(BATCH_ACK_MESSAGE, {}, body=b'{"acks":[]}')
+    assert client.invoke(pop_target.broker_addr, empty, 5).code == ResponseCode.NO_MESSAGE
