@@ -24,6 +24,11 @@ from sidewinder.broker.metrics import BrokerMetrics, BrokerSources
 from sidewinder.broker.offsets import ConsumerOffsets
 from sidewinder.broker.pop.ack import AckMessageProcessor, ChangeInvisibleTimeProcessor
 from sidewinder.broker.pop.context import PopContext
+from sidewinder.broker.pop.inspect import (
+    NotificationProcessor,
+    PeekMessageProcessor,
+    PollingInfoProcessor,
+)
 from sidewinder.broker.pop.polling import PopHolds
 from sidewinder.broker.pop.pop_message import PopMessageProcessor
 from sidewinder.broker.pop.revive import ReviveService
@@ -247,6 +252,9 @@ class BrokerApp:
                 PopMessageProcessor(self.pop, self.pop_holds),
                 AckMessageProcessor(self.pop),
                 ChangeInvisibleTimeProcessor(self.pop),
+                PeekMessageProcessor(self.pop),
+                NotificationProcessor(self.pop, self.pop_holds),
+                PollingInfoProcessor(self.pop, self.pop_holds),
             ),
         )
         if self.acl is not None:

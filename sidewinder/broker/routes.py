@@ -10,6 +10,11 @@ from dataclasses import dataclass
 
 from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.pop.ack import AckMessageProcessor, ChangeInvisibleTimeProcessor
+from sidewinder.broker.pop.inspect import (
+    NotificationProcessor,
+    PeekMessageProcessor,
+    PollingInfoProcessor,
+)
 from sidewinder.broker.pop.pop_message import PopMessageProcessor
 from sidewinder.broker.processors.admin_acl import AclAdmin
 from sidewinder.broker.processors.admin_config import BrokerConfigAdmin
@@ -37,6 +42,9 @@ from sidewinder.protocol.pop import (
     ACK_MESSAGE,
     BATCH_ACK_MESSAGE,
     CHANGE_MESSAGE_INVISIBLETIME,
+    NOTIFICATION,
+    PEEK_MESSAGE,
+    POLLING_INFO,
     POP_MESSAGE,
 )
 from sidewinder.remoting.dispatch import Limits, NotSupported, ProcessorTable, RequestContext
@@ -50,6 +58,9 @@ class PopHandlers:
     pop: PopMessageProcessor
     ack: AckMessageProcessor
     change_invisible: ChangeInvisibleTimeProcessor
+    peek: PeekMessageProcessor
+    notification: NotificationProcessor
+    polling_info: PollingInfoProcessor
 
 
 @dataclass(frozen=True)
@@ -183,6 +194,9 @@ def build_routes(
         table.register(pop.pop, POP_MESSAGE, limits=Limits(concurrency=10_000))
         table.register(pop.ack, ACK_MESSAGE, BATCH_ACK_MESSAGE)
         table.register(pop.change_invisible, CHANGE_MESSAGE_INVISIBLETIME)
+        table.register(pop.peek, PEEK_MESSAGE)
+        table.register(pop.notification, NOTIFICATION, limits=Limits(concurrency=10_000))
+        table.register(pop.polling_info, POLLING_INFO)
     table.register(
         query,
         R.QUERY_MESSAGE,

@@ -202,3 +202,45 @@ class ChangeInvisibleTimeResponseHeader(CommandHeader):
     pop_time: int = wire("popTime", required=True, long=True)
     invisible_time: int = wire("invisibleTime", required=True, long=True)
     revive_qid: int = wire("reviveQid", required=True)
+
+
+@dataclass(slots=True)
+class PeekMessageRequestHeader(CommandHeader):
+    topic: str = wire("topic", required=True)
+    queue_id: int = wire("queueId", required=True)
+    max_msg_nums: int = wire("maxMsgNums", required=True)
+    consumer_group: str = wire("consumerGroup", required=True)
+
+
+@dataclass(slots=True)
+class NotificationRequestHeader(CommandHeader):
+    consumer_group: str = wire("consumerGroup", required=True)
+    topic: str = wire("topic", required=True)
+    queue_id: int = wire("queueId", required=True)
+    poll_time: int = wire("pollTime", required=True, long=True)
+    born_time: int = wire("bornTime", required=True, long=True)
+    order: bool | None = wire("order")
+    attempt_id: str | None = wire("attemptId")
+
+
+@dataclass(slots=True)
+class NotificationResponseHeader(CommandHeader):
+    has_msg: bool = wire("hasMsg", required=True)
+    polling_full: bool = wire("pollingFull")
+
+
+@dataclass(slots=True)
+class PollingInfoRequestHeader(CommandHeader):
+    consumer_group: str = wire("consumerGroup", required=True)
+    topic: str = wire("topic", required=True)
+    queue_id: int = wire("queueId", required=True)
+
+
+@dataclass(slots=True)
+class PollingInfoResponseHeader(CommandHeader):
+    polling_num: int = wire("pollingNum", required=True)
+
+
+def polling_key(topic: str, group: str, queue_id: int) -> str:
+    """KeyBuilder.buildPollingKey: what held pops are counted by."""
+    return f"{topic}@{group}@{queue_id}"

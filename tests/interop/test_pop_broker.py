@@ -18,6 +18,9 @@ from sidewinder.protocol.message import MessageConst
 from sidewinder.protocol.pop import (
     BATCH_ACK_MESSAGE,
     FIRST_POP_TIME,
+    NOTIFICATION,
+    PEEK_MESSAGE,
+    POLLING_INFO,
     POLLING_TIMEOUT,
     POP_CK,
     retry_topic,
@@ -468,3 +471,76 @@ def test_a_batch_ack_clears_the_messages_it_names(
     assert (value["c"], value["q"], value["so"], value["pt"]) == (group, 0, 0, extra.pop_time)
     empty = RemotingCommand.request(BATCH_ACK_MESSAGE, {}, body=b'{"acks":[]}')
     assert client.invoke(pop_target.broker_addr, empty, 5).code == ResponseCode.NO_MESSAGE
+
+
+def test_peek_shows_without_taking(pop_target: ClusterTarget, client: SyncRemotingClient) -> None:
+    topic, group = _setup(client, pop_target, queues=1)
+    fields = {"topic": topic, "queueId": "-1", "maxMsgNums": "32", "consumerGroup": group}
+    empty = client.invoke(pop_target.broker_addr, RemotingCommand.request(PEEK_MESSAGE, fields), 5)
+    assert (empty.code, empty.remark) == (ResponseCode.PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE")
+    _send(client, pop_target, topic, b"p0", b"p1", queues=1)
+    peeked = client.invoke(pop_target.broker_addr, RemotingCommand.request(PEEK_MESSAGE, fields), 5)
+    assert peeked.code == ResponseCode.SUCCESS, peeked
+    assert (peeked.ext_fields or {}).get("restNum") == "2"
+    data, at, bodies = bytes(peeked.body or b""), 0, []
+    while at < len(data):
+        record = decode_record(data, at)
+        assert isinstance(record, MessageRecord)
+        bodies.append(bytes(record.body))
+        at += record.total_size
+    assert bodies == [b"p0", b"p1"]
+    assert [m.body for m in _pop(client, pop_target, topic, group)] == [b"p0", b"p1"]
+
+
+def test_notification_says_whether_there_is_a_message(
+    pop_target: ClusterTarget, client: SyncRemotingClient
+) -> None:
+    topic, group = _setup(client, pop_target)
+
+    def notify(poll_ms: int) -> RemotingCommand:
+        fields = {
+            "consumerGroup": group,
+            "topic": topic,
+            "queueId": "-1",
+            "pollTime": str(poll_ms),
+            "bornTime": str(int(time.time() * 1000)),
+        }
+        return client.invoke(
+            pop_target.broker_addr, RemotingCommand.request(NOTIFICATION, fields), 10
+        )
+
+    started = time.monotonic()
+    nothing = notify(1000)
+    assert nothing.code == ResponseCode.SUCCESS, nothing
+    assert (nothing.ext_fields or {}).get("hasMsg") == "false"
+    assert time.monotonic() - started >= 0.8
+    _send(client, pop_target, topic, b"n")
+    something = notify(1000)
+    assert (something.ext_fields or {}).get("hasMsg") == "true", something
+
+
+def test_polling_info_counts_held_pops(
+    pop_target: ClusterTarget, client: SyncRemotingClient
+) -> None:
+    topic, group = _setup(client, pop_target)
+    fields = {"consumerGroup": group, "topic": topic, "queueId": "-1"}
+    info = RemotingCommand.request(POLLING_INFO, fields)
+    assert (client.invoke(pop_target.broker_addr, info, 5).ext_fields or {})["pollingNum"] == "0"
+    held = SyncRemotingClient()
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            future = pool.submit(
+                held.invoke, pop_target.broker_addr, pop_request(topic, group, poll_ms=3000), 10
+            )
+            deadline = time.monotonic() + 3
+            while True:
+                reply = client.invoke(
+                    pop_target.broker_addr, RemotingCommand.request(POLLING_INFO, fields), 5
+                )
+                if (reply.ext_fields or {}).get("pollingNum") == "1":
+                    break
+                assert time.monotonic() < deadline, reply
+                time.sleep(0.1)
+            assert future.result(10).code == POLLING_TIMEOUT
+    finally:
+        held.close()

@@ -1,6 +1,7 @@
-"""Held pops (RocketMQ 5's PopLongPollingService): a pop that finds nothing waits until a
-message arrives in one of the topics it reads (the topic or the group's retry topic) or its
-poll time runs out, then is served again."""
+"""Held pops and notifications (RocketMQ 5's PopLongPollingService): a request that finds
+nothing waits until a message arrives in one of the topics it reads (the topic or the group's
+retry topics) or its poll time runs out, then is served again. Counted by polling key
+(topic@group@queueId) for POLLING_INFO and the per-key limit (popPollingSize)."""
 
 from __future__ import annotations
 
@@ -16,39 +17,48 @@ class Hold(enum.Enum):
 
 
 class PopHolds:
-    def __init__(self, max_total: int, max_per_topic: int) -> None:
+    def __init__(self, max_total: int, max_per_key: int) -> None:
         self.max_total = max_total
-        self.max_per_topic = max_per_topic
-        self._held: dict[str, set[asyncio.Future[None]]] = {}
+        self.max_per_key = max_per_key
+        self._by_topic: dict[str, set[asyncio.Future[None]]] = {}
+        self._per_key: dict[str, int] = {}
         self.count = 0
 
+    def polling(self, key: str) -> int:
+        """How many requests wait under a polling key."""
+        return self._per_key.get(key, 0)
+
     def hold(
-        self, topics: Iterable[str], expires_ms: int, now_ms: int
+        self, key: str, topics: Iterable[str], expires_ms: int, now_ms: int
     ) -> tuple[Hold, asyncio.Future[None] | None]:
         """Wait for an arrival in `topics` until `expires_ms`; the future is done then."""
         if self.count >= self.max_total:
             return Hold.FULL, None
         if expires_ms < now_ms:
             return Hold.TIMEOUT, None
-        keys = list(topics)
-        if any(len(self._held.get(k, ())) > self.max_per_topic for k in keys):
+        if self._per_key.get(key, 0) > self.max_per_key:
             return Hold.FULL, None
+        watched = list(topics)
         loop = asyncio.get_running_loop()
         woken: asyncio.Future[None] = loop.create_future()
-        for key in keys:
-            self._held.setdefault(key, set()).add(woken)
+        for topic in watched:
+            self._by_topic.setdefault(topic, set()).add(woken)
         self.count += 1
+        self._per_key[key] = self._per_key.get(key, 0) + 1
         timer = loop.call_later((expires_ms - now_ms) / 1000, self._wake, woken)
 
         def done(_: asyncio.Future[None]) -> None:
             timer.cancel()
             self.count -= 1
-            for key in keys:
-                held = self._held.get(key)
+            left = self._per_key.pop(key, 1) - 1
+            if left > 0:
+                self._per_key[key] = left
+            for topic in watched:
+                held = self._by_topic.get(topic)
                 if held is not None:
                     held.discard(woken)
                     if not held:
-                        del self._held[key]
+                        del self._by_topic[topic]
 
         woken.add_done_callback(done)
         return Hold.HELD, woken
@@ -59,11 +69,11 @@ class PopHolds:
             woken.set_result(None)
 
     def arrived(self, topic: str, queue_id: int, max_offset: int) -> None:
-        """The store dispatched messages of `topic`: serve again every pop reading it."""
-        for woken in list(self._held.get(topic, ())):
+        """The store dispatched messages of `topic`: serve again every request reading it."""
+        for woken in list(self._by_topic.get(topic, ())):
             self._wake(woken)
 
     def release_all(self) -> None:
-        for held in list(self._held.values()):
+        for held in list(self._by_topic.values()):
             for woken in list(held):
                 self._wake(woken)

@@ -43,6 +43,7 @@ from sidewinder.protocol.pop import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
     offset_info,
+    polling_key,
     retry_topic,
     topic_kind,
 )
@@ -123,7 +124,9 @@ class PopMessageProcessor:
                 retry_topic(header.topic, header.consumer_group),
                 retry_topic(header.topic, header.consumer_group, v2=True),
             ]
-            held, woken = self.holds.hold(watched, header.born_time + header.poll_time, now_ms())
+            key = polling_key(header.topic, header.consumer_group, header.queue_id)
+            expires = header.born_time + header.poll_time
+            held, woken = self.holds.hold(key, watched, expires, now_ms())
             if held is Hold.FULL:
                 return self._answer(request, popped, POLLING_FULL, "NO_MESSAGE_IN_QUEUE")
             if held is Hold.TIMEOUT or woken is None:
