@@ -45,6 +45,16 @@ from tests.interop.pop_requests import (
 CONF = {"flushConsumerOffsetInterval": 1000}
 
 
+def _offsets_on_disk(target: ClusterTarget, topic: str, group: str) -> None:
+    """Wait until consumerOffset.json holds the group's offsets of `topic` (a broker writes it
+    every flushConsumerOffsetInterval, RocketMQ's first time 10 s after its start)."""
+    path = target.store_path / "config" / "consumerOffset.json"
+    deadline = time.monotonic() + 20
+    while not (path.exists() and f'"{topic}@{group}"' in path.read_text()):
+        assert time.monotonic() < deadline, f"no offsets of {topic}@{group} in {path}"
+        time.sleep(0.2)
+
+
 def _setup(client: SyncRemotingClient, target: ClusterTarget, queues: int = 2) -> tuple[str, str]:
     topic, group = unique("PopTopic"), unique("PopGroup")
     for request in (create_topic_request(topic, queues), create_group_request(group, 3)):
@@ -394,7 +404,7 @@ def test_a_killed_broker_keeps_its_pops(
         for msg in msgs[:2]:
             reply = client.invoke(target.broker_addr, ack_request(msg, topic, group), 5)
             assert reply.code == ResponseCode.SUCCESS, reply
-        time.sleep(1.5)  # the consumer offsets' flush (flushConsumerOffsetInterval)
+        _offsets_on_disk(target, topic, group)
         target.kill_broker()
         target.start_broker()
         back, _ = _pop_until(client, target, topic, group, 2, 40)
@@ -544,3 +554,48 @@ def test_polling_info_counts_held_pops(
             assert future.result(10).code == POLLING_TIMEOUT
     finally:
         held.close()
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("sidewinder", "rocketmq5"), ("rocketmq5", "sidewinder")],
+    ids=lambda kind: str(kind),
+)
+def test_the_other_broker_takes_over_pops_in_flight(
+    first: str, second: str, tmp_path: Path, client: SyncRemotingClient
+) -> None:
+    """Four popped and two acked on one kind, which is then killed (SYNC_FLUSH, CK and ACK
+    records still in the timer); a broker of the other kind started on the same store brings
+    back the two others, once each, and never the acked ones."""
+    conf = CONF | {
+        "flushDiskType": "SYNC_FLUSH",
+        "storePathRootDir": str(tmp_path / "store"),
+        "storePathCommitLog": str(tmp_path / "store" / "commitlog"),
+        "brokerName": "pop-takeover",
+        "brokerClusterName": "PopCluster",
+    }
+    topic, group = unique("PopTakeover"), unique("PopTakeoverGroup")
+    before = create_target(first, tmp_path / first, conf).start()
+    try:
+        for request in (create_topic_request(topic, 1), create_group_request(group)):
+            assert client.invoke(before.broker_addr, request, 10).code == ResponseCode.SUCCESS
+        _send(client, before, topic, b"t0", b"t1", b"t2", b"t3", queues=1)
+        # Long enough that nothing is revived before the kill (RocketMQ writes its offsets
+        # first 10 s after its start).
+        msgs = _pop(client, before, topic, group, invisible_ms=15_000)
+        assert sorted(m.body for m in msgs) == [b"t0", b"t1", b"t2", b"t3"]
+        for msg in msgs[:2]:
+            assert client.invoke(before.broker_addr, ack_request(msg, topic, group), 5).code == 0
+        _offsets_on_disk(before, topic, group)
+    finally:
+        before.kill()
+    after = create_target(second, tmp_path / second, conf).start()
+    try:
+        back, _ = _pop_until(client, after, topic, group, 2, 60)
+        assert sorted(m.body for m in back) == sorted(m.body for m in msgs[2:])
+        for msg in back:
+            assert client.invoke(after.broker_addr, ack_request(msg, topic, group), 5).code == 0
+        time.sleep(3.0)
+        assert _pop(client, after, topic, group) == []
+    finally:
+        after.stop()
