@@ -29,6 +29,7 @@ from sidewinder.broker.pop.inspect import (
     PeekMessageProcessor,
     PollingInfoProcessor,
 )
+from sidewinder.broker.pop.order import ConsumerOrderInfo
 from sidewinder.broker.pop.polling import PopHolds
 from sidewinder.broker.pop.pop_message import PopMessageProcessor
 from sidewinder.broker.pop.revive import ReviveService
@@ -228,6 +229,7 @@ class BrokerApp:
             self.offsets,
             timer,
             host_of(config.broker_addr),
+            ConsumerOrderInfo(config_dir),
         )
         self.pop_holds = PopHolds(config.max_pop_polling_size, config.pop_polling_size)
         self.store.arrival_listeners.append(self.pop_holds.arrived)
@@ -250,7 +252,7 @@ class BrokerApp:
             ),
             pop=PopHandlers(
                 PopMessageProcessor(self.pop, self.pop_holds),
-                AckMessageProcessor(self.pop),
+                AckMessageProcessor(self.pop, self.pop_holds),
                 ChangeInvisibleTimeProcessor(self.pop),
                 PeekMessageProcessor(self.pop),
                 NotificationProcessor(self.pop, self.pop_holds),
@@ -299,7 +301,7 @@ class BrokerApp:
 
     async def start(self, host: str = "0.0.0.0") -> None:
         loop = asyncio.get_running_loop()
-        for table in (self.topics, self.groups, self.offsets, self.schedule):
+        for table in (self.topics, self.groups, self.offsets, self.schedule, self.pop.orders):
             await loop.run_in_executor(None, table.load)
         self.transactions.ensure_topics()
         self.pop.ensure_revive_topic()
@@ -353,6 +355,8 @@ class BrokerApp:
         loop = asyncio.get_running_loop()
         if self.offsets.dirty:
             await loop.run_in_executor(None, self.offsets.persist)
+        if self.pop.orders.dirty:
+            await loop.run_in_executor(None, self.pop.orders.persist)
         await loop.run_in_executor(None, self.schedule.persist)
 
     async def _scan_clients(self) -> None:
@@ -443,7 +447,7 @@ class BrokerApp:
         if self._persisting is not None:
             await asyncio.gather(self._persisting, return_exceptions=True)
         loop = asyncio.get_running_loop()
-        for table in (self.topics, self.groups, self.offsets, self.schedule):
+        for table in (self.topics, self.groups, self.offsets, self.schedule, self.pop.orders):
             await loop.run_in_executor(None, table.persist)
         await self.store.shutdown()
         await self.outbound.close()

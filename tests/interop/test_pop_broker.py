@@ -599,3 +599,71 @@ def test_the_other_broker_takes_over_pops_in_flight(
         assert _pop(client, after, topic, group) == []
     finally:
         after.stop()
+
+
+def _ack_all(
+    client: SyncRemotingClient, target: ClusterTarget, msgs: list[Popped], topic: str, group: str
+) -> None:
+    for msg in msgs:
+        reply = client.invoke(target.broker_addr, ack_request(msg, topic, group), 5)
+        assert reply.code == ResponseCode.SUCCESS, reply
+
+
+def test_an_orderly_pop_blocks_the_queue_until_acked(
+    pop_target: ClusterTarget, client: SyncRemotingClient
+) -> None:
+    topic, group = _setup(client, pop_target, queues=1)
+    _send(client, pop_target, topic, b"o0", b"o1", b"o2", b"o3", queues=1)
+    reply = client.invoke(
+        pop_target.broker_addr, pop_request(topic, group, max_msg_nums=2, order=True), 10
+    )
+    assert reply.code == ResponseCode.SUCCESS, reply
+    ext = reply.ext_fields or {}
+    assert ext["reviveQid"] == "999" and ext["orderCountInfo"] == "0 0 0", ext
+    first = popped(reply, topic, pop_target.broker_name)
+    assert [m.body for m in first] == [b"o0", b"o1"]
+    assert _pop(client, pop_target, topic, group, order=True) == []  # blocked
+    _ack_all(client, pop_target, first[:1], topic, group)
+    offset = client.invoke(pop_target.broker_addr, query_offset_request(topic, group, 0), 5)
+    assert (offset.ext_fields or {}).get("offset") == "1"
+    assert _pop(client, pop_target, topic, group, order=True) == []  # o1 still out
+    _ack_all(client, pop_target, first[1:], topic, group)
+    second = _pop(client, pop_target, topic, group, order=True)
+    assert [m.body for m in second] == [b"o2", b"o3"]
+    _ack_all(client, pop_target, second, topic, group)
+    offset = client.invoke(pop_target.broker_addr, query_offset_request(topic, group, 0), 5)
+    assert (offset.ext_fields or {}).get("offset") == "4"
+
+
+def test_an_unacked_orderly_message_comes_first_again(
+    pop_target: ClusterTarget, client: SyncRemotingClient
+) -> None:
+    topic, group = _setup(client, pop_target, queues=1)
+    _send(client, pop_target, topic, b"f0", b"f1", queues=1)
+    fields = {"max_msg_nums": 1, "order": True, "invisible_ms": 1500}
+    (msg,) = _pop(client, pop_target, topic, group, **fields)
+    assert msg.body == b"f0"
+    popped_at = time.monotonic()
+    deadline = popped_at + 10
+    while True:
+        reply = client.invoke(pop_target.broker_addr, pop_request(topic, group, **fields), 10)  # type: ignore[arg-type]
+        if reply.code == ResponseCode.SUCCESS:
+            break
+        assert time.monotonic() < deadline, reply
+        time.sleep(0.1)
+    assert time.monotonic() - popped_at >= 1.4
+    (again,) = popped(reply, topic, pop_target.broker_name)
+    assert again.body == b"f0"
+    assert (reply.ext_fields or {})["orderCountInfo"] == "0 qo0%0 1;0 0 1"
+
+
+def test_a_retried_orderly_pop_with_its_attempt_id_gets_its_batch(
+    pop_target: ClusterTarget, client: SyncRemotingClient
+) -> None:
+    topic, group = _setup(client, pop_target, queues=1)
+    _send(client, pop_target, topic, b"r0", b"r1", queues=1)
+    fields = {"max_msg_nums": 1, "order": True, "attempt_id": "attempt-1"}
+    assert [m.body for m in _pop(client, pop_target, topic, group, **fields)] == [b"r0"]
+    assert [m.body for m in _pop(client, pop_target, topic, group, **fields)] == [b"r0"]
+    other = fields | {"attempt_id": "attempt-2"}
+    assert _pop(client, pop_target, topic, group, **other) == []

@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 
 from sidewinder.broker.pop.context import PopContext, now_ms
+from sidewinder.broker.pop.polling import PopHolds
 from sidewinder.broker.pop.records import Ack, CheckPoint
 from sidewinder.broker.topics import TopicConfig
 from sidewinder.protocol.codes import ResponseCode
@@ -28,6 +29,7 @@ from sidewinder.protocol.pop import (
     ACK_MESSAGE,
     BATCH_ACK_MESSAGE,
     INVALID_PARAMETER,
+    ORDER_REVIVE_QUEUE,
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     ChangeInvisibleTimeResponseHeader,
@@ -66,9 +68,40 @@ class _Checks:
         return 0 <= extra.revive_qid < self.pop.config.revive_queue_num
 
 
+def ack_orderly(
+    pop: PopContext,
+    holds: PopHolds | None,
+    topic: str,
+    group: str,
+    queue_id: int,
+    offset: int,
+    pop_time: int,
+    invisible_time: int,
+) -> str | None:
+    """Ack one message of an orderly batch (ackOrderly): the group's offset moves to the first
+    message of the batch not acked, and held pops are served again once the queue is free.
+    A remark when the message is no part of the batch."""
+    committed = pop.offsets.query(group, topic, queue_id)
+    if offset < committed:
+        return None
+    following = pop.orders.commit_and_next(topic, group, queue_id, offset, pop_time)
+    if following == -1:
+        return (
+            f"offset is illegal, key:{topic}@{group}@{queue_id}, old:{committed}, "
+            f"commit:{offset}, next:{following}"
+        )
+    if following >= 0:
+        pop.offsets.commit(group, topic, queue_id, following)
+        free = not pop.orders.blocked(None, topic, group, queue_id, invisible_time)
+        if free and holds is not None:
+            holds.arrived(topic, queue_id, following)
+    return None
+
+
 class AckMessageProcessor(_Checks):
-    def __init__(self, pop: PopContext) -> None:
+    def __init__(self, pop: PopContext, holds: PopHolds | None = None) -> None:
         self.pop = pop
+        self.holds = holds
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         if request.code == BATCH_ACK_MESSAGE:
@@ -85,7 +118,21 @@ class AckMessageProcessor(_Checks):
                 f"commit:{header.offset}, store:{low}~{high}",
             )
         extra = _extra(header.extra_info)
-        if extra.is_order or not self._known_revive_queue(extra):
+        if extra.is_order:
+            remark = ack_orderly(
+                self.pop,
+                self.holds,
+                header.topic,
+                header.consumer_group,
+                header.queue_id,
+                header.offset,
+                extra.pop_time,
+                extra.invisible_time,
+            )
+            if remark is not None:
+                return request.reply(ResponseCode.MESSAGE_ILLEGAL, remark)
+            return request.reply(ResponseCode.SUCCESS)
+        if not self._known_revive_queue(extra):
             log.warning("pop.ack_unmatched", handle=header.extra_info, group=header.consumer_group)
             return request.reply(ResponseCode.SUCCESS)
         ack = Ack(
@@ -106,6 +153,7 @@ class AckMessageProcessor(_Checks):
             return request.reply(ResponseCode.NO_MESSAGE)
         store = self.pop.store
         broker_name = str(acks[0].get("_broker") or "")
+        refused: str | None = None
         for one in acks:
             try:
                 group, kind = str(one["c"]), str(one.get("r", "0"))
@@ -117,16 +165,26 @@ class AckMessageProcessor(_Checks):
                 raise SidewinderError(
                     f"illegal batch ack {one!r}: {exc}", INVALID_PARAMETER
                 ) from None
-            if not 0 <= revive_qid < self.pop.config.revive_queue_num:
-                log.warning("pop.batch_ack_unmatched", ack=one)
-                continue
             low = store.min_offset_in_queue(topic, queue_id)
             high = store.max_offset_in_queue(topic, queue_id)
             offsets = [start + i for i in bits if low <= start + i <= high]
+            if revive_qid == ORDER_REVIVE_QUEUE:
+                for offset in offsets:
+                    remark = ack_orderly(
+                        self.pop, self.holds, topic, group, queue_id, offset, pop_time, invisible
+                    )
+                    if remark is not None:
+                        refused = remark
+                continue
+            if not 0 <= revive_qid < self.pop.config.revive_queue_num:
+                log.warning("pop.batch_ack_unmatched", ack=one)
+                continue
             if not offsets:
                 continue
             ack = Ack(topic, group, queue_id, start, -1, pop_time, broker_name, offsets)
             await self.pop.write_ack(ack, revive_qid, pop_time + invisible)
+        if refused is not None:
+            return request.reply(ResponseCode.MESSAGE_ILLEGAL, refused)
         return request.reply(ResponseCode.SUCCESS)
 
 
@@ -171,7 +229,9 @@ class ChangeInvisibleTimeProcessor(_Checks):
             raise SidewinderError(
                 f"invisibleTime {header.invisible_time} is not positive", INVALID_PARAMETER
             )
-        if extra.is_order or not self._known_revive_queue(extra):
+        if extra.is_order:
+            return self._change_orderly(request, header, extra)
+        if not self._known_revive_queue(extra):
             raise SidewinderError(
                 f"the handle's revive queue {extra.revive_qid} is not one of this broker's",
                 INVALID_PARAMETER,
@@ -200,6 +260,24 @@ class ChangeInvisibleTimeProcessor(_Checks):
         )
         await self.pop.write_ack(ack, extra.revive_qid, extra.pop_time + extra.invisible_time)
         answer = ChangeInvisibleTimeResponseHeader(now, header.invisible_time, extra.revive_qid)
+        return request.reply(ResponseCode.SUCCESS, ext_fields=answer.to_ext())
+
+    def _change_orderly(
+        self, request: RemotingCommand, header: ChangeInvisibleTimeRequestHeader, extra: ExtraInfo
+    ) -> RemotingCommand:
+        """An orderly batch's message: only its own visible time moves; the handle keeps the
+        batch's popTime, with the invisible time counted from it."""
+        group, topic, queue_id = header.consumer_group, header.topic, header.queue_id
+        if header.offset < self.pop.offsets.query(group, topic, queue_id):
+            answer = ChangeInvisibleTimeResponseHeader(0, 0, 0)  # acked already
+            return request.reply(ResponseCode.SUCCESS, ext_fields=answer.to_ext())
+        visible = now_ms() + header.invisible_time
+        self.pop.orders.update_next_visible(
+            topic, group, queue_id, header.offset, extra.pop_time, visible
+        )
+        answer = ChangeInvisibleTimeResponseHeader(
+            extra.pop_time, visible - extra.pop_time, extra.revive_qid
+        )
         return request.reply(ResponseCode.SUCCESS, ext_fields=answer.to_ext())
 
 

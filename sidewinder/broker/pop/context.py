@@ -11,6 +11,7 @@ import structlog
 from sidewinder.broker.config import PERM_READ, PERM_WRITE, BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.offsets import ConsumerOffsets
+from sidewinder.broker.pop.order import ConsumerOrderInfo
 from sidewinder.broker.pop.records import Ack, CheckPoint, ck_deliver_ms, revive_message
 from sidewinder.broker.timer import TimerRefusal, TimerSettings, timer_for_send
 from sidewinder.broker.topics import TopicConfig, TopicTable
@@ -43,6 +44,7 @@ class PopContext:
     offsets: ConsumerOffsets
     timer: TimerSettings
     store_host: Host
+    orders: ConsumerOrderInfo
 
     @property
     def revive_topic(self) -> str:

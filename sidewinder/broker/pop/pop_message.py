@@ -86,6 +86,7 @@ class _Popped:
     start_infos: list[tuple[str, int, str]] = field(default_factory=list)
     msg_infos: list[tuple[str, int, str]] = field(default_factory=list)
     checkpoints: list[CheckPoint] = field(default_factory=list)
+    order_counts: list[str] = field(default_factory=list)
     rest: int = 0
 
     @property
@@ -152,10 +153,6 @@ class PopMessageProcessor:
             raise SidewinderError(
                 f"invisibleTime {header.invisible_time} is not positive", INVALID_PARAMETER
             )
-        if header.order:
-            raise SidewinderError(
-                "orderly pop (order=true) is not supported by this broker yet", INVALID_PARAMETER
-            )
         if not config.timer_wheel_enable:
             raise SidewinderError(
                 f"the broker[{ip}] pop message is forbidden because timerWheelEnable is false"
@@ -202,9 +199,12 @@ class PopMessageProcessor:
         config = self.pop.config
         await self.pop.store.caught_up()  # what was sent before the pop is in the queues
         random_q = self._random.randrange(100)
-        revive_qid = next(self._ck_numbers) % config.revive_queue_num
+        if header.order:
+            revive_qid = ORDER_REVIVE_QUEUE
+        else:
+            revive_qid = next(self._ck_numbers) % config.revive_queue_num
         popped = _Popped(now_ms(), revive_qid, header)
-        need_retry = random_q < config.pop_from_retry_probability
+        need_retry = random_q < config.pop_from_retry_probability and not header.order
         retry_v1 = (
             config.enable_retry_topic_v2
             and config.retrieve_message_from_pop_retry_topic_v1
@@ -221,7 +221,7 @@ class PopMessageProcessor:
             self._pop_topic(topic.topic_name, False, popped, random_q, record_filter)
         else:
             self._pop_queue(topic.topic_name, header.queue_id, False, popped, record_filter)
-        if not need_retry and popped.room > 0:
+        if not need_retry and popped.room > 0 and not header.order:
             self._pop_topic(retry, True, popped, random_q, _Filter())
         for ck in popped.checkpoints:
             # Stored (on disk under SYNC_FLUSH) before the answer: a message handed out is
@@ -245,6 +245,11 @@ class PopMessageProcessor:
         store, offsets = self.pop.store, self.pop.offsets
         group = popped.header.consumer_group
         offset = self._pop_offset(topic, group, queue_id, popped.header.init_mode)
+        header = popped.header
+        if header.order and self.pop.orders.blocked(
+            header.attempt_id, topic, group, queue_id, header.invisible_time
+        ):
+            return  # its last batch is out: nothing more of this queue until it is done
         if popped.room <= 0:
             popped.rest += max(store.max_offset_in_queue(topic, queue_id) - offset, 0)
             return
@@ -271,19 +276,13 @@ class PopMessageProcessor:
         if got.messages:
             records = [decode_record(view) for view in got.messages]
             queue_offsets = [r.queue_offset for r in records if isinstance(r, MessageRecord)]
-            popped.checkpoints.append(
-                CheckPoint(
-                    topic=topic,
-                    group=group,
-                    queue_id=queue_id,
-                    start_offset=offset,
-                    pop_time=popped.pop_time,
-                    invisible_time=popped.header.invisible_time,
-                    broker_name=self.pop.config.broker_name,
-                    diffs=[o - offset for o in queue_offsets],
+            if header.order:
+                self._note_batch(topic, queue_id, offset, queue_offsets, popped)
+            else:
+                popped.checkpoints.append(
+                    self._checkpoint(topic, queue_id, offset, queue_offsets, popped)
                 )
-            )
-            offsets.commit(group, topic, queue_id, got.next_begin_offset)
+                offsets.commit(group, topic, queue_id, got.next_begin_offset)
             popped.start_infos.append((topic, queue_id, str(offset)))
             popped.msg_infos.append((topic, queue_id, ",".join(map(str, queue_offsets))))
             for view, record in zip(got.messages, records, strict=True):
@@ -294,6 +293,38 @@ class PopMessageProcessor:
         elif got.status in _SKIPPED and got.next_begin_offset > offset:
             offsets.commit(group, topic, queue_id, got.next_begin_offset)
         popped.rest += max(got.max_offset - got.next_begin_offset, 0)
+
+    def _checkpoint(
+        self, topic: str, queue_id: int, start: int, queue_offsets: list[int], popped: _Popped
+    ) -> CheckPoint:
+        return CheckPoint(
+            topic=topic,
+            group=popped.header.consumer_group,
+            queue_id=queue_id,
+            start_offset=start,
+            pop_time=popped.pop_time,
+            invisible_time=popped.header.invisible_time,
+            broker_name=self.pop.config.broker_name,
+            diffs=[o - start for o in queue_offsets],
+        )
+
+    def _note_batch(
+        self, topic: str, queue_id: int, start: int, queue_offsets: list[int], popped: _Popped
+    ) -> None:
+        """An orderly pop: no checkpoint and the offset stays; the batch blocks the queue."""
+        header = popped.header
+        counts = self.pop.orders.update(
+            header.attempt_id,
+            topic,
+            header.consumer_group,
+            queue_id,
+            popped.pop_time,
+            header.invisible_time,
+            queue_offsets,
+        )
+        kind = topic_kind(topic)
+        popped.order_counts += [f"{kind} {key} {n}" for key, n in counts]
+        self.pop.offsets.commit(header.consumer_group, topic, queue_id, start)
 
     def _pop_offset(self, topic: str, group: str, queue_id: int, init_mode: int) -> int:
         """The group's offset, or where a group new to the queue starts (getInitOffset): the
@@ -353,6 +384,7 @@ class PopMessageProcessor:
             rest_num=popped.rest,
             start_offset_info=offset_info(popped.start_infos),
             msg_offset_info=offset_info(popped.msg_infos),
+            order_count_info=";".join(popped.order_counts) if popped.header.order else None,
         )
         body = b"".join(popped.records) if code == ResponseCode.SUCCESS else None
         return request.reply(code, remark, ext_fields=header.to_ext(), body=body)
