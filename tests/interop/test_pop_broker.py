@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from interop.target import POP_KINDS, ClusterTarget, create_target
-from sidewinder.protocol.codes import ResponseCode
+from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.message import MessageConst
 from sidewinder.protocol.pop import (
@@ -66,10 +66,25 @@ def _setup(client: SyncRemotingClient, target: ClusterTarget, queues: int = 2) -
 def _send(
     client: SyncRemotingClient, target: ClusterTarget, topic: str, *bodies: bytes, queues: int = 2
 ) -> None:
+    """Send, then wait until the queues hold what was sent: RocketMQ answers a send before it
+    dispatches the message to its queue, and a pop right after may not see it yet."""
+    ends: dict[int, int] = {}
     for i, body in enumerate(bodies):
         request = send_request(topic, body, queue_id=i % queues)
         reply = client.invoke(target.broker_addr, request, 10)
         assert reply.code == ResponseCode.SUCCESS, reply
+        ends[i % queues] = int((reply.ext_fields or {})["queueOffset"]) + 1
+    deadline = time.monotonic() + 5
+    for queue_id, end in ends.items():
+        fields = {"topic": topic, "queueId": str(queue_id)}
+        while True:
+            got = client.invoke(
+                target.broker_addr, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, fields), 5
+            )
+            if int((got.ext_fields or {}).get("offset", "0")) >= end:
+                break
+            assert time.monotonic() < deadline, got
+            time.sleep(0.02)
 
 
 def _pop(
