@@ -50,6 +50,9 @@ def driver_command(
             *JDK17_OPENS,
             f"-Duser.home={workdir}",
             f"-Drocketmq.client.logRoot={workdir / 'logs'}",
+            # Rebalance every 5 s, not 20: a consumer learns of a new queue (a %RETRY% topic's,
+            # say) at its next rebalance, so a scenario waited up to 20 s for it.
+            "-Drocketmq.client.rebalance.waitInterval=5000",
             *(f"-D{k}={v}" for k, v in (jvm_props or {}).items()),
             "-cp",
             classpath,

@@ -40,6 +40,7 @@ from sidewinder.broker.processors.admin_maintenance import Maintenance
 from sidewinder.broker.processors.admin_replication import ReplicationAdmin
 from sidewinder.broker.processors.admin_stats import StatsAdmin
 from sidewinder.broker.processors.admin_topics import TopicAdmin
+from sidewinder.broker.processors.assignment import AssignmentProcessor
 from sidewinder.broker.processors.client_calls import ClientCallsProcessor
 from sidewinder.broker.processors.clients import ClientManageProcessor
 from sidewinder.broker.processors.end_transaction import EndTransactionProcessor
@@ -50,11 +51,13 @@ from sidewinder.broker.processors.reply_message import ReplyProcessor
 from sidewinder.broker.processors.send_back import SendBackProcessor
 from sidewinder.broker.pull_stats import PullStats
 from sidewinder.broker.registration import Registration
+from sidewinder.broker.request_modes import RequestModes
 from sidewinder.broker.routes import AdminHandlers, PopHandlers, build_routes
 from sidewinder.broker.schedule import ScheduleService
 from sidewinder.broker.send import SendProcessor, host_of
 from sidewinder.broker.stats_manager import MINUTE_SAMPLE_MS, BrokerStatsManager
 from sidewinder.broker.timer import TimerService, TimerSettings, snap_precision
+from sidewinder.broker.topic_route import TopicSubscribeInfo
 from sidewinder.broker.topics import TopicTable
 from sidewinder.broker.transactions import Transactions
 from sidewinder.common.deadline import expire_after
@@ -112,6 +115,7 @@ class BrokerApp:
             config_dir, auto_create=config.auto_create_subscription_group
         )
         self.offsets = ConsumerOffsets(config_dir)
+        self.request_modes = RequestModes(config_dir)
         self.clients = Clients(self._notify_ids_changed)
         self.holds = PullHolds()
         self.store.arrival_listeners.append(self.holds.arrived)
@@ -129,7 +133,7 @@ class BrokerApp:
             self.store,
             self.registration,
             self.outbound,
-            SlaveTables(self.topics, self.groups, self.offsets, self.schedule),
+            SlaveTables(self.topics, self.groups, self.offsets, self.schedule, self.request_modes),
             persist=self._persist_tables,
         )
         self.timer = TimerService(
@@ -186,6 +190,13 @@ class BrokerApp:
         client_manage = ClientManageProcessor(
             config, self.clients, self.groups, self.topics, metadata_changed=self._metadata_changed
         )
+        assignment = AssignmentProcessor(
+            config,
+            self.request_modes,
+            self.clients,
+            TopicSubscribeInfo(config, self.outbound),
+            modes_saved=self._modes_saved,
+        )
         admin = AdminHandlers(
             topics=TopicAdmin(
                 config,
@@ -220,6 +231,7 @@ class BrokerApp:
             ),
             maintenance=Maintenance(config, self.store, self.topics, self.clients),
             acl=AclAdmin(config, self.acl),
+            assignment=assignment,
         )
         self.pop = PopContext(
             config,
@@ -236,6 +248,7 @@ class BrokerApp:
         self.revive = ReviveService(self.pop, lambda: self.timer.delivered_before_ms)
         table = build_routes(
             config,
+            assignment=assignment,
             send=send,
             send_back=send_back,
             end_transaction=EndTransactionProcessor(self.store, self.transactions),
@@ -301,7 +314,8 @@ class BrokerApp:
 
     async def start(self, host: str = "0.0.0.0") -> None:
         loop = asyncio.get_running_loop()
-        for table in (self.topics, self.groups, self.offsets, self.schedule, self.pop.orders):
+        tables = (self.topics, self.groups, self.offsets, self.schedule, self.request_modes)
+        for table in (*tables, self.pop.orders):
             await loop.run_in_executor(None, table.load)
         self.transactions.ensure_topics()
         self.pop.ensure_revive_topic()
@@ -363,10 +377,10 @@ class BrokerApp:
         self.clients.expire(time.monotonic())
 
     async def _persist_tables(self) -> None:
-        """Write topics, groups, offsets and delay offsets (a slave, after copying its
-        master's)."""
+        """Write topics, groups, offsets, delay offsets and request modes (a slave, after
+        copying its master's)."""
         loop = asyncio.get_running_loop()
-        for table in (self.topics, self.groups, self.offsets, self.schedule):
+        for table in (self.topics, self.groups, self.offsets, self.schedule, self.request_modes):
             await loop.run_in_executor(None, table.persist)
 
     def _notify_ids_changed(self, group: ConsumerGroup) -> None:
@@ -386,6 +400,9 @@ class BrokerApp:
         self._metadata_dirty = True
         if self._persisting is None or self._persisting.done():
             self._persisting = asyncio.get_running_loop().create_task(self._persist_metadata())
+
+    async def _modes_saved(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.request_modes.persist)
 
     async def _metadata_saved(self) -> None:
         """Persist and re-register now, returning once the name servers know."""

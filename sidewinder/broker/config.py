@@ -10,7 +10,7 @@ import os
 import socket
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -92,6 +92,12 @@ class BrokerConfig(BaseModel):
     slave_read_enable: bool = False
     # ACL 1.0: every request checked against plain_acl.yml under the RocketMQ home (acl/).
     acl_enable: bool = False
+    # RocketMQ 5's metadata and load-balancing keys (its BrokerConfig).
+    enable_mixed_message_type: bool = False
+    lite_pull_message_enable: bool = True
+    server_load_balancer_enable: bool = True
+    default_message_request_mode: Literal["PULL", "POP"] = "PULL"
+    default_pop_share_queue_num: int = -1
     # RocketMQ 5's timer message keys (its MessageStoreConfig; here, as 4.9.7's store has none).
     timer_wheel_enable: bool = True
     timer_max_delay_sec: int = Field(3 * 86_400, gt=0)

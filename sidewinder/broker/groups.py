@@ -3,11 +3,13 @@ auto-created on a consumer's first heartbeat when autoCreateSubscriptionGroup is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sidewinder.broker.metadata import DataVersion, JsonTable
+from sidewinder.broker.retry_policy import DEFAULT_RETRY_POLICY, retry_policy_from_json
 
 
 @dataclass(frozen=True)
@@ -21,9 +23,30 @@ class SubscriptionGroup:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    # RocketMQ 5's fields (SubscriptionGroupConfig of 5.x).
+    consume_message_orderly: bool = False
+    group_retry_policy: Mapping[str, Any] = field(
+        default_factory=lambda: dict(DEFAULT_RETRY_POLICY), hash=False
+    )
+    group_sys_flag: int = 0
+    consume_timeout_minute: int = 15
+    attributes: Mapping[str, str] = field(default_factory=dict, hash=False)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
+    def has_5x_fields(self) -> bool:
+        """True when a RocketMQ 5 field differs from its default."""
+        return (
+            self.consume_message_orderly
+            or dict(self.group_retry_policy) != DEFAULT_RETRY_POLICY
+            or self.group_sys_flag != 0
+            or self.consume_timeout_minute != 15
+            or bool(self.attributes)
+        )
+
+    def to_json(self, *, full: bool = False) -> dict[str, Any]:
+        """RocketMQ's JSON of the group: the 4.x fields, and RocketMQ 5's as 5.3.2 writes them
+        when `full` or when one of them is not its default (so an untouched group reads as a
+        4.x broker wrote it)."""
+        value: dict[str, Any] = {
             "brokerId": self.broker_id,
             "consumeBroadcastEnable": self.consume_broadcast_enable,
             "consumeEnable": self.consume_enable,
@@ -34,6 +57,15 @@ class SubscriptionGroup:
             "retryQueueNums": self.retry_queue_nums,
             "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
         }
+        if full or self.has_5x_fields():
+            value |= {
+                "attributes": dict(sorted(self.attributes.items())),
+                "consumeMessageOrderly": self.consume_message_orderly,
+                "consumeTimeoutMinute": self.consume_timeout_minute,
+                "groupRetryPolicy": dict(self.group_retry_policy),
+                "groupSysFlag": self.group_sys_flag,
+            }
+        return dict(sorted(value.items()))
 
     @classmethod
     def from_json(cls, value: dict[str, Any]) -> SubscriptionGroup:
@@ -51,7 +83,16 @@ class SubscriptionGroup:
             int(value.get("brokerId", 0)),
             int(value.get("whichBrokerWhenConsumeSlowly", 1)),
             flag("notifyConsumerIdsChangedEnable", True),
+            flag("consumeMessageOrderly", False),
+            retry_policy_from_json(value.get("groupRetryPolicy")),
+            int(value.get("groupSysFlag", 0)),
+            int(value.get("consumeTimeoutMinute", 15)),
+            _attributes(value.get("attributes")),
         )
+
+
+def _attributes(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
 SYSTEM_GROUPS = (

@@ -23,6 +23,7 @@ from sidewinder.broker.processors.admin_maintenance import Maintenance
 from sidewinder.broker.processors.admin_replication import ReplicationAdmin
 from sidewinder.broker.processors.admin_stats import StatsAdmin
 from sidewinder.broker.processors.admin_topics import TopicAdmin
+from sidewinder.broker.processors.assignment import AssignmentProcessor
 from sidewinder.broker.processors.client_calls import ClientCallsProcessor
 from sidewinder.broker.processors.clients import ClientManageProcessor
 from sidewinder.broker.processors.end_transaction import EndTransactionProcessor
@@ -39,13 +40,7 @@ from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.errors import SidewinderError
 from sidewinder.protocol.pop import (
-    ACK_MESSAGE,
-    BATCH_ACK_MESSAGE,
-    CHANGE_MESSAGE_INVISIBLETIME,
-    NOTIFICATION,
-    PEEK_MESSAGE,
-    POLLING_INFO,
-    POP_MESSAGE,
+    PopRequestCode,
 )
 from sidewinder.remoting.dispatch import Limits, NotSupported, ProcessorTable, RequestContext
 from sidewinder.store.config import BrokerRole
@@ -74,6 +69,7 @@ class AdminHandlers:
     maintenance: Maintenance
     acl: AclAdmin
     replication: ReplicationAdmin
+    assignment: AssignmentProcessor
 
 
 def admin_codes(admin: AdminHandlers) -> dict[int, Handler]:
@@ -88,6 +84,7 @@ def admin_codes(admin: AdminHandlers) -> dict[int, Handler]:
         R.QUERY_TOPIC_CONSUME_BY_WHO: topics.consumed_by,
         R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: groups.update_group,
         R.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: groups.all_groups,
+        R.GET_SUBSCRIPTIONGROUP_CONFIG: groups.group_config,
         R.DELETE_SUBSCRIPTIONGROUP: groups.delete_group,
         R.GET_CONSUMER_CONNECTION_LIST: groups.consumer_connections,
         R.GET_PRODUCER_CONNECTION_LIST: groups.producer_connections,
@@ -110,6 +107,7 @@ def admin_codes(admin: AdminHandlers) -> dict[int, Handler]:
         R.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl.update_global_white_addrs,
         R.GET_ALL_CONSUMER_OFFSET: admin.replication.all_consumer_offsets,
         R.GET_ALL_DELAY_OFFSET: admin.replication.all_delay_offsets,
+        R.GET_ALL_MESSAGE_REQUEST_MODE: admin.assignment.all_modes,
     }
 
 
@@ -148,6 +146,7 @@ def build_routes(
     admin: AdminHandlers,
     reply: ReplyProcessor,
     client_calls: ClientCallsProcessor,
+    assignment: AssignmentProcessor,
     pop: PopHandlers | None = None,
 ) -> ProcessorTable:
     fast_failure = config.broker_fast_failure_enable
@@ -180,9 +179,11 @@ def build_routes(
             budget_ms=config.wait_time_mills_in_transaction_queue if fast_failure else 0,
         ),
     )
+    # LITE_PULL_MESSAGE (RocketMQ 5's lite pull consumer) is a pull: the same processor.
     table.register(
         pull,
         R.PULL_MESSAGE,
+        R.LITE_PULL_MESSAGE,
         limits=Limits(
             concurrency=10_000,  # held pulls wait on the loop, not in the queue
             capacity=config.pull_thread_pool_queue_capacity,
@@ -191,12 +192,14 @@ def build_routes(
     )
     if pop is not None:
         # Held pops wait on the loop, as held pulls do.
-        table.register(pop.pop, POP_MESSAGE, limits=Limits(concurrency=10_000))
-        table.register(pop.ack, ACK_MESSAGE, BATCH_ACK_MESSAGE)
-        table.register(pop.change_invisible, CHANGE_MESSAGE_INVISIBLETIME)
-        table.register(pop.peek, PEEK_MESSAGE)
-        table.register(pop.notification, NOTIFICATION, limits=Limits(concurrency=10_000))
-        table.register(pop.polling_info, POLLING_INFO)
+        table.register(pop.pop, PopRequestCode.POP_MESSAGE, limits=Limits(concurrency=10_000))
+        table.register(pop.ack, PopRequestCode.ACK_MESSAGE, PopRequestCode.BATCH_ACK_MESSAGE)
+        table.register(pop.change_invisible, PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME)
+        table.register(pop.peek, PopRequestCode.PEEK_MESSAGE)
+        table.register(
+            pop.notification, PopRequestCode.NOTIFICATION, limits=Limits(concurrency=10_000)
+        )
+        table.register(pop.polling_info, PopRequestCode.POLLING_INFO)
     table.register(
         query,
         R.QUERY_MESSAGE,
@@ -233,6 +236,8 @@ def build_routes(
         for code in SLAVE_REFUSED_ADMIN:
             handlers[code] = _refused_on_a_slave
     table.register(ByCode(handlers), *handlers)
+    # RocketMQ 5's server-side load balancing (its loadBalanceExecutor).
+    table.register(assignment, R.QUERY_ASSIGNMENT, R.SET_MESSAGE_REQUEST_MODE)
     # mqadmin's calls the broker forwards to a client (Broker2Client).
     table.register(
         client_calls,

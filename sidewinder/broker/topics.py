@@ -4,10 +4,12 @@ auto-creation of a topic from TBW102 when a producer sends to one that does not 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from sidewinder.broker.attributes import MESSAGE_TYPE
 from sidewinder.broker.config import PERM_INHERIT, PERM_READ, PERM_WRITE, BrokerConfig
 from sidewinder.broker.metadata import DataVersion, JsonTable
 from sidewinder.protocol.message import reply_topic
@@ -91,9 +93,19 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    # RocketMQ 5's topic attributes ("message.type": "FIFO", ...), see broker/attributes.py.
+    attributes: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+    @property
+    def message_type(self) -> str:
+        """TopicConfig.getTopicMessageType: NORMAL unless the attribute says otherwise."""
+        return self.attributes.get(MESSAGE_TYPE, "NORMAL")
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        """RocketMQ's TopicConfig JSON; `attributes` (RocketMQ 5) only when there are some, so
+        a topic without them reads as a 4.x broker wrote it."""
+        head = {"attributes": dict(sorted(self.attributes.items()))} if self.attributes else {}
+        return head | {
             "order": self.order,
             "perm": self.perm,
             "readQueueNums": self.read_queue_nums,
@@ -113,7 +125,15 @@ class TopicConfig:
             str(value.get("topicFilterType", "SINGLE_TAG")),
             int(value.get("topicSysFlag", 0)),
             bool(value.get("order", False)),
+            _attributes(value.get("attributes")),
         )
+
+
+def _attributes(value: Any) -> dict[str, str]:
+    """A 5.x file's attribute map (none in a 4.x file)."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): str(v) for k, v in value.items()}
 
 
 class TopicTable:
@@ -212,6 +232,7 @@ class TopicTable:
             perm=default.perm & ~PERM_INHERIT,
             topic_sys_flag=sys_flag,
             order=False,
+            attributes={},
         )
         self.upsert(created)
         return created

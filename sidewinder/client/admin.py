@@ -115,10 +115,12 @@ class Admin:
         cluster: str = "DefaultCluster",
         perm: int = 6,
         order: bool = False,
+        attributes: str | None = None,
     ) -> list[str]:
-        """UPDATE_AND_CREATE_TOPIC on every master of the cluster; their addresses."""
+        """UPDATE_AND_CREATE_TOPIC on every master of the cluster; their addresses.
+        `attributes`: RocketMQ 5's modification, "+message.type=FIFO,-key"."""
         header = CreateTopicRequestHeader(
-            topic, "TBW102", queues, queues, perm, "SINGLE_TAG", 0, order
+            topic, "TBW102", queues, queues, perm, "SINGLE_TAG", 0, order, attributes
         )
         masters = await self.masters(cluster)
         for addr in masters.values():
@@ -241,9 +243,18 @@ class Admin:
             )
         return found
 
-    async def update_group(self, group: str, *, cluster: str = "DefaultCluster") -> list[str]:
-        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP with RocketMQ's defaults on every master."""
-        config = {
+    async def update_group(
+        self,
+        group: str,
+        *,
+        cluster: str = "DefaultCluster",
+        settings: dict[str, Any] | None = None,
+        broker: str | None = None,
+    ) -> list[str]:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP with RocketMQ's defaults, overridden by
+        `settings` (SubscriptionGroupConfig's JSON fields), on every master of the cluster or
+        on `broker` alone; the addresses."""
+        config: dict[str, Any] = {
             "brokerId": 0,
             "consumeBroadcastEnable": True,
             "consumeEnable": True,
@@ -253,8 +264,8 @@ class Admin:
             "retryMaxTimes": 16,
             "retryQueueNums": 1,
             "whichBrokerWhenConsumeSlowly": 1,
-        }
-        masters = await self.masters(cluster)
+        } | (settings or {})
+        masters = {"": broker} if broker else await self.masters(cluster)
         for addr in masters.values():
             reply = await self.remoting.invoke(
                 addr,
@@ -284,6 +295,28 @@ class Admin:
             if sep and not key.lstrip().startswith("#"):
                 config[key.strip()] = value.strip()
         return config
+
+    async def group_config(self, broker_addr: str, group: str) -> dict[str, Any]:
+        """GET_SUBSCRIPTIONGROUP_CONFIG (RocketMQ 5): one group's config on one broker."""
+        reply = await self.ask_broker(
+            broker_addr, RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": group}
+        )
+        config: dict[str, Any] = body.loads(reply.body_bytes)
+        return config
+
+    async def set_message_request_mode(
+        self, broker_addr: str, topic: str, group: str, mode: str, pop_share_queue_num: int = 0
+    ) -> None:
+        """SET_MESSAGE_REQUEST_MODE (RocketMQ 5): the group pulls or pops the topic."""
+        value = {
+            "consumerGroup": group,
+            "mode": mode,
+            "popShareQueueNum": pop_share_queue_num,
+            "topic": topic,
+        }
+        await self.ask_broker(
+            broker_addr, RequestCode.SET_MESSAGE_REQUEST_MODE, None, body.dumps(value).encode()
+        )
 
     async def ask_broker(
         self, broker_addr: str, code: int, ext: dict[str, str] | None = None, payload: bytes = b""

@@ -24,11 +24,12 @@ from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from sidewinder.client import admin, consumer, producer, push_consumer
+from sidewinder.client import admin, consumer, producer, push_consumer, simple_consumer
 from sidewinder.client.producer import Message, SendResult
 from sidewinder.client.pulling import ReceivedMessage
 from sidewinder.client.reply import ReplyMessage
 from sidewinder.client.route_cache import MessageQueue
+from sidewinder.client.simple_consumer import PoppedMessage
 from sidewinder.common.loop_thread import LoopThread
 
 C = TypeVar("C")
@@ -150,6 +151,38 @@ class PushConsumer(_Blocking[push_consumer.PushConsumer]):
 
     def start(self) -> None:
         self._call(self._client.start())
+
+
+class SimpleConsumer(_Blocking[simple_consumer.SimpleConsumer]):
+    def __init__(self, group: str, namesrv_addr: str, **options: Any) -> None:
+        super().__init__(
+            lambda: simple_consumer.SimpleConsumer(group, namesrv_addr, **options),
+            "simple-consumer",
+        )
+
+    def subscribe(self, topic: str, expression: str = "*", expression_type: str = "TAG") -> None:
+        self._client.subscribe(topic, expression, expression_type)
+
+    def start(self) -> None:
+        self._call(self._client.start())
+
+    def receive(
+        self,
+        max_messages: int = 16,
+        invisible_duration_s: float | None = None,
+        await_duration_s: float | None = None,
+    ) -> list[PoppedMessage]:
+        return self._call(
+            self._client.receive(max_messages, invisible_duration_s, await_duration_s)
+        )
+
+    def ack(self, message: PoppedMessage) -> None:
+        self._call(self._client.ack(message))
+
+    def change_invisible_duration(
+        self, message: PoppedMessage, invisible_duration_s: float
+    ) -> PoppedMessage:
+        return self._call(self._client.change_invisible_duration(message, invisible_duration_s))
 
 
 class Admin(_Blocking[admin.Admin]):

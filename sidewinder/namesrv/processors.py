@@ -89,6 +89,8 @@ class BrokerRegistry:
             filter_servers=registration.get("filterServerList") or [],
             channel=ctx.connection,
             now_s=time.monotonic(),
+            enable_acting_master=bool(header.enable_acting_master),
+            zone_name=header.zone_name,
         )
         response_header = RegisterBrokerResponseHeader(result.ha_server_addr, result.master_addr)
         table = {"table": self.kv.namespace(ORDER_TOPIC_CONFIG)}

@@ -39,13 +39,19 @@ class BrokerData:
     cluster: str
     broker_name: str
     broker_addrs: dict[int, str] = field(default_factory=dict)
+    # RocketMQ 5's name server writes these in every broker entry; 5.x clients (rocketmq-rust's
+    # among them) refuse an entry without enableActingMaster. A 4.x broker sends neither.
+    enable_acting_master: bool = False
+    zone_name: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        zone = {"zoneName": self.zone_name} if self.zone_name is not None else {}
         return {
             "brokerAddrs": dict(sorted(self.broker_addrs.items())),
             "brokerName": self.broker_name,
             "cluster": self.cluster,
-        }
+            "enableActingMaster": self.enable_acting_master,
+        } | zone
 
 
 @dataclass
@@ -84,12 +90,16 @@ class RouteTable:
         filter_servers: list[str],
         channel: object,
         now_s: float,
+        enable_acting_master: bool = False,
+        zone_name: str | None = None,
     ) -> RegisterResult:
         self.clusters.setdefault(cluster, set()).add(broker_name)
         broker = self.brokers.get(broker_name)
         first = broker is None
         if broker is None:
             broker = self.brokers[broker_name] = BrokerData(cluster, broker_name)
+        broker.enable_acting_master = enable_acting_master
+        broker.zone_name = zone_name
         # A slave turned master (or the reverse) registers the same address under a new id.
         for old_id, addr in list(broker.broker_addrs.items()):
             if addr == broker_addr and old_id != broker_id:

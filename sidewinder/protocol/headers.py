@@ -310,6 +310,8 @@ class RegisterBrokerRequestHeader(CommandHeader):
     broker_id: int = wire("brokerId", required=True, long=True)
     compressed: bool | None = wire("compressed")
     body_crc32: int | None = wire("bodyCrc32")
+    enable_acting_master: bool | None = wire("enableActingMaster")  # RocketMQ 5
+    zone_name: str | None = wire("zoneName")  # RocketMQ 5
 
 
 @dataclass(slots=True)
@@ -382,6 +384,7 @@ class CreateTopicRequestHeader(CommandHeader):
     topic_filter_type: str = wire("topicFilterType", required=True)
     topic_sys_flag: int | None = wire("topicSysFlag")
     order: bool = wire("order", required=True)
+    attributes: str | None = wire("attributes")  # RocketMQ 5: "+key=value,-key"
 
 
 @dataclass(slots=True)
@@ -403,6 +406,13 @@ class GroupNameHeader(CommandHeader):
 
     group_name: str = wire("groupName", required=True)
     remove_offset: bool | None = wire("removeOffset")
+
+
+@dataclass(slots=True)
+class GroupHeader(CommandHeader):
+    """GET_SUBSCRIPTIONGROUP_CONFIG (352, RocketMQ 5)."""
+
+    group: str = wire("group", required=True)
 
 
 @dataclass(slots=True)

@@ -17,15 +17,13 @@ from typing import Any
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.pop import (
-    ACK_MESSAGE,
-    CHANGE_MESSAGE_INVISIBLETIME,
-    POP_CK,
-    POP_MESSAGE,
+    PROPERTY_POP_CK,
     ExtraInfo,
     PopMessageRequestHeader,
-    parse_offset_info,
-    real_topic,
-    topic_kind,
+    PopRequestCode,
+    parse_msg_offsets,
+    parse_start_offsets,
+    retry_flag,
 )
 from sidewinder.protocol.record import MessageRecord, decode_record
 
@@ -59,7 +57,7 @@ def pop_request(
         exp=exp,
         **fields,
     )
-    return RemotingCommand.request(POP_MESSAGE, header.to_ext())
+    return RemotingCommand.request(PopRequestCode.POP_MESSAGE, header.to_ext())
 
 
 @dataclass
@@ -74,7 +72,7 @@ class Popped:
 
     @property
     def extra(self) -> ExtraInfo:
-        return ExtraInfo.parse(self.handle)
+        return ExtraInfo.decode(self.handle)
 
 
 def popped(reply: RemotingCommand, topic: str, broker_name: str) -> list[Popped]:
@@ -82,8 +80,8 @@ def popped(reply: RemotingCommand, topic: str, broker_name: str) -> list[Popped]
     if reply.code != ResponseCode.SUCCESS:
         return []
     ext = reply.ext_fields or {}
-    starts = parse_offset_info(ext.get("startOffsetInfo"))
-    offsets = parse_offset_info(ext.get("msgOffsetInfo"))
+    starts = parse_start_offsets(ext.get("startOffsetInfo"))
+    offsets = parse_msg_offsets(ext.get("msgOffsetInfo"))
     out = []
     data, at = bytes(reply.body or b""), 0
     while at < len(data):
@@ -91,20 +89,20 @@ def popped(reply: RemotingCommand, topic: str, broker_name: str) -> list[Popped]
         assert isinstance(record, MessageRecord), record
         at += record.total_size
         props = record.properties()
-        handle = props.get(POP_CK)
+        handle = props.get(PROPERTY_POP_CK)
         if handle is None:
-            key = f"{topic_kind(record.topic)}@{record.queue_id}"
+            key = (retry_flag(record.topic), record.queue_id)
             assert record.queue_offset in offsets[key], (record.queue_offset, offsets)
             handle = ExtraInfo(
-                starts[key][0],
+                starts[key],
                 int(ext["popTime"]),
                 int(ext["invisibleTime"]),
                 int(ext["reviveQid"]),
-                topic_kind(record.topic),
+                retry_flag(record.topic),
                 broker_name,
                 record.queue_id,
                 record.queue_offset,
-            ).format()
+            ).encode()
         out.append(Popped(record, handle, props))
     return out
 
@@ -113,7 +111,7 @@ def _target(msg: Popped, topic: str, group: str) -> dict[str, str]:
     extra = msg.extra
     return {
         "consumerGroup": group,
-        "topic": real_topic(topic, group, extra.kind),
+        "topic": extra.real_topic(topic, group),
         "queueId": str(extra.queue_id),
         "extraInfo": msg.handle,
         "offset": str(extra.queue_offset),
@@ -121,14 +119,14 @@ def _target(msg: Popped, topic: str, group: str) -> dict[str, str]:
 
 
 def ack_request(msg: Popped, topic: str, group: str) -> RemotingCommand:
-    return RemotingCommand.request(ACK_MESSAGE, _target(msg, topic, group))
+    return RemotingCommand.request(PopRequestCode.ACK_MESSAGE, _target(msg, topic, group))
 
 
 def change_invisible_request(
     msg: Popped, topic: str, group: str, invisible_ms: int
 ) -> RemotingCommand:
     fields = _target(msg, topic, group) | {"invisibleTime": str(invisible_ms)}
-    return RemotingCommand.request(CHANGE_MESSAGE_INVISIBLETIME, fields)
+    return RemotingCommand.request(PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME, fields)
 
 
 def changed_handle(reply: RemotingCommand, msg: Popped) -> str:
@@ -140,11 +138,11 @@ def changed_handle(reply: RemotingCommand, msg: Popped) -> str:
         int(ext["popTime"]),
         int(ext["invisibleTime"]),
         int(ext["reviveQid"]),
-        old.kind,
+        old.retry,
         old.broker_name,
         old.queue_id,
         old.queue_offset,
-    ).format()
+    ).encode()
 
 
 def create_topic_request(topic: str, queues: int = 2) -> RemotingCommand:

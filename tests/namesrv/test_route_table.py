@@ -55,6 +55,7 @@ def test_a_master_registers_its_topics_and_a_slave_learns_the_master() -> None:
                 "brokerAddrs": {0: "10.0.0.1:10911", 1: "10.0.0.2:10911"},
                 "brokerName": "broker-a",
                 "cluster": "DefaultCluster",
+                "enableActingMaster": False,
             }
         ],
         "filterServerTable": {},

@@ -26,6 +26,9 @@ def spark_env(workdir: Path) -> dict[str, str]:
         SPARK_NO_DAEMONIZE="1",  # start-connect-server.sh stays our child, not a daemon
         PYSPARK_PYTHON=sys.executable,  # this environment has sidewinder installed
         PYSPARK_DRIVER_PYTHON=sys.executable,
+        # Every JVM here (master, workers, executors, the connect server) lives for seconds:
+        # C1 alone starts them on less CPU (interop/jvm.py says the same of RocketMQ's).
+        JDK_JAVA_OPTIONS="-XX:TieredStopAtLevel=1",
     )
     return env
 

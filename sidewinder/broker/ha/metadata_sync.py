@@ -18,6 +18,7 @@ import structlog
 
 from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.offsets import ConsumerOffsets
+from sidewinder.broker.request_modes import RequestModes
 from sidewinder.broker.schedule import ScheduleService
 from sidewinder.broker.topics import TopicTable
 from sidewinder.protocol import body
@@ -31,6 +32,8 @@ log = structlog.get_logger("sidewinder.broker.ha")
 FIRST_SYNC_S = 3.0
 SYNC_PERIOD_S = 10.0
 SYNC_TIMEOUT_S = 3.0
+# What a 4.x master does not serve (RocketMQ 5's tables).
+OPTIONAL_CODES = frozenset({RequestCode.GET_ALL_MESSAGE_REQUEST_MODE})
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class SlaveTables:
     groups: SubscriptionGroups
     offsets: ConsumerOffsets
     schedule: ScheduleService
+    request_modes: RequestModes | None = None  # RocketMQ 5's, from a master that has them
 
 
 class MetadataSync:
@@ -55,6 +59,7 @@ class MetadataSync:
         self.tables = tables
         self.persist = persist
         self.synced = 0  # rounds that read everything
+        self.master_has_modes = True  # RocketMQ 5's request modes; a 4.x master has none
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -93,6 +98,10 @@ class MetadataSync:
         delays = await self._read(master, RequestCode.GET_ALL_DELAY_OFFSET)
         if delays is not None:
             tables.schedule.mirror(delays)
+        if tables.request_modes is not None and self.master_has_modes:
+            modes = await self._read(master, RequestCode.GET_ALL_MESSAGE_REQUEST_MODE)
+            if modes is not None:
+                tables.request_modes.mirror(modes)
         ok = None not in (topics, groups, offsets, delays)
         await self.persist()
         if ok:
@@ -104,6 +113,11 @@ class MetadataSync:
             reply = await self.client.invoke(master, RemotingCommand.request(code), SYNC_TIMEOUT_S)
         except (RemotingError, OSError) as exc:
             log.warning("ha.sync_failed", master=master, code=code, error=str(exc))
+            return None
+        if reply.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and code in OPTIONAL_CODES:
+            # A 4.x master has no RocketMQ 5 table: not asked again, not a failed round.
+            log.info("ha.sync_skipped", master=master, code=code)
+            self.master_has_modes = False
             return None
         if reply.code != ResponseCode.SUCCESS:
             log.warning("ha.sync_refused", master=master, code=code, remark=reply.remark)

@@ -13,7 +13,6 @@ topic lacks or an invisible time that is not positive is refused with a code and
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any
 
 import structlog
@@ -22,18 +21,18 @@ from sidewinder.broker.pop.context import PopContext, now_ms
 from sidewinder.broker.pop.polling import PopHolds
 from sidewinder.broker.pop.records import Ack, CheckPoint
 from sidewinder.broker.topics import TopicConfig
+from sidewinder.protocol.body import loads
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.errors import BodyError, SidewinderError, TopicNotExist
 from sidewinder.protocol.pop import (
-    ACK_MESSAGE,
-    BATCH_ACK_MESSAGE,
     INVALID_PARAMETER,
-    ORDER_REVIVE_QUEUE,
+    ORDER_REVIVE_QID,
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     ChangeInvisibleTimeResponseHeader,
     ExtraInfo,
+    PopRequestCode,
     real_topic,
 )
 from sidewinder.remoting.dispatch import RequestContext
@@ -44,7 +43,7 @@ FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 def _extra(text: str) -> ExtraInfo:
     try:
-        return ExtraInfo.parse(text)
+        return ExtraInfo.decode(text)
     except ValueError as exc:
         raise SidewinderError(f"illegal extraInfo: {exc}", INVALID_PARAMETER) from None
 
@@ -104,7 +103,7 @@ class AckMessageProcessor(_Checks):
         self.holds = holds
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        if request.code == BATCH_ACK_MESSAGE:
+        if request.code == PopRequestCode.BATCH_ACK_MESSAGE:
             return await self._batch(request)
         header = AckMessageRequestHeader.from_ext(request.ext_fields)
         self._topic(header.topic, header.queue_id)
@@ -168,7 +167,7 @@ class AckMessageProcessor(_Checks):
             low = store.min_offset_in_queue(topic, queue_id)
             high = store.max_offset_in_queue(topic, queue_id)
             offsets = [start + i for i in bits if low <= start + i <= high]
-            if revive_qid == ORDER_REVIVE_QUEUE:
+            if revive_qid == ORDER_REVIVE_QID:
                 for offset in offsets:
                     remark = ack_orderly(
                         self.pop, self.holds, topic, group, queue_id, offset, pop_time, invisible
@@ -192,13 +191,12 @@ def _batch_body(body: bytes | bytearray | memoryview | None) -> list[dict[str, A
     """BatchAckMessageRequestBody: {"acks": [BatchAck...], "brokerName": ...}."""
     if not body:
         return []
-    try:
-        value = json.loads(bytes(body))
-        acks = value.get("acks") or []
-        if not isinstance(acks, list) or not all(isinstance(a, dict) for a in acks):
-            raise ValueError("acks is not a list of objects")
-    except (ValueError, AttributeError) as exc:
-        raise BodyError(f"batch ack body does not decode: {exc}") from None
+    value = loads(bytes(body))  # BodyError for what is not JSON
+    acks = value.get("acks") if isinstance(value, dict) else None
+    if acks is None:
+        acks = []
+    if not isinstance(acks, list) or not all(isinstance(a, dict) for a in acks):
+        raise BodyError("batch ack body's acks is not a list of objects")
     for one in acks:
         one["_broker"] = value.get("brokerName")
     return acks
@@ -279,6 +277,3 @@ class ChangeInvisibleTimeProcessor(_Checks):
             extra.pop_time, visible - extra.pop_time, extra.revive_qid
         )
         return request.reply(ResponseCode.SUCCESS, ext_fields=answer.to_ext())
-
-
-__all__ = ["ACK_MESSAGE", "AckMessageProcessor", "ChangeInvisibleTimeProcessor"]

@@ -12,7 +12,9 @@ from sidewinder.protocol.errors import (
     SubscriptionGroupNotExist,
     TopicNotExist,
 )
-from sidewinder.protocol.pop import INVALID_PARAMETER
+from sidewinder.protocol.pop import (
+    INVALID_PARAMETER,
+)
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 

@@ -15,7 +15,11 @@ from sidewinder.broker.pop.order import ConsumerOrderInfo
 from sidewinder.broker.pop.records import Ack, CheckPoint, ck_deliver_ms, revive_message
 from sidewinder.broker.timer import TimerRefusal, TimerSettings, timer_for_send
 from sidewinder.broker.topics import TopicConfig, TopicTable
-from sidewinder.protocol.pop import CK_TAG, retry_topic, revive_topic
+from sidewinder.protocol.pop import (
+    CK_TAG,
+    pop_retry_topic,
+    revive_topic,
+)
 from sidewinder.protocol.record import Host, MessageToStore
 from sidewinder.store.message_store import MessageStore, PutStatus
 
@@ -58,7 +62,7 @@ class PopContext:
             self.topics.upsert(TopicConfig(name, queues, queues, PERM_READ | PERM_WRITE))
 
     def retry_topic(self, topic: str, group: str) -> str:
-        return retry_topic(topic, group, v2=self.config.enable_retry_topic_v2)
+        return pop_retry_topic(topic, group, v2=self.config.enable_retry_topic_v2)
 
     def ensure_retry_topic(self, topic: str, group: str) -> None:
         """A pop retry topic of one queue, the group's offset in it from 0

@@ -24,7 +24,7 @@ from sidewinder.protocol.pop import (
     PollingInfoResponseHeader,
     PopMessageResponseHeader,
     polling_key,
-    retry_topic,
+    pop_retry_topic,
 )
 from sidewinder.remoting.dispatch import RequestContext
 
@@ -101,8 +101,8 @@ class NotificationProcessor:
             if self._has_message(header, topic.read_queue_nums):
                 break
             key = polling_key(header.topic, group, header.queue_id)
-            watched = [header.topic, retry_topic(header.topic, group)]
-            watched.append(retry_topic(header.topic, group, v2=True))
+            watched = [header.topic, pop_retry_topic(header.topic, group)]
+            watched.append(pop_retry_topic(header.topic, group, v2=True))
             expires = header.born_time + header.poll_time
             if header.poll_time <= 0:
                 break
@@ -123,7 +123,7 @@ class NotificationProcessor:
         group, config = header.consumer_group, self.pop.config
         names = [self.pop.retry_topic(header.topic, group)]
         if config.enable_retry_topic_v2 and config.retrieve_message_from_pop_retry_topic_v1:
-            names.append(retry_topic(header.topic, group))
+            names.append(pop_retry_topic(header.topic, group))
         targets = [(name, q) for name in names for q in self._queues(name)]
         if header.queue_id < 0:
             targets += [(header.topic, q) for q in range(queues)]

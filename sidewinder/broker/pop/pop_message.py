@@ -34,18 +34,20 @@ from sidewinder.protocol.errors import (
 )
 from sidewinder.protocol.pop import (
     INVALID_PARAMETER,
-    MAX_POP_NUMS,
-    ORDER_REVIVE_QUEUE,
+    MAX_POP_MESSAGES,
+    ORDER_REVIVE_QID,
     POLLING_FULL,
     POLLING_TIMEOUT,
-    POP_CK,
+    PROPERTY_POP_CK,
     ExtraInfo,
     PopMessageRequestHeader,
     PopMessageResponseHeader,
-    offset_info,
+    QueueKey,
+    format_msg_offsets,
+    format_start_offsets,
     polling_key,
-    retry_topic,
-    topic_kind,
+    pop_retry_topic,
+    retry_flag,
 )
 from sidewinder.protocol.record import (
     MessageRecord,
@@ -83,8 +85,8 @@ class _Popped:
     revive_qid: int
     header: PopMessageRequestHeader
     records: list[bytes | memoryview] = field(default_factory=list)
-    start_infos: list[tuple[str, int, str]] = field(default_factory=list)
-    msg_infos: list[tuple[str, int, str]] = field(default_factory=list)
+    start_offsets: dict[QueueKey, int] = field(default_factory=dict)
+    msg_offsets: dict[QueueKey, list[int]] = field(default_factory=dict)
     checkpoints: list[CheckPoint] = field(default_factory=list)
     order_counts: list[str] = field(default_factory=list)
     rest: int = 0
@@ -122,8 +124,8 @@ class PopMessageProcessor:
                 return self._answer(request, popped, POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE")
             watched = [
                 header.topic,
-                retry_topic(header.topic, header.consumer_group),
-                retry_topic(header.topic, header.consumer_group, v2=True),
+                pop_retry_topic(header.topic, header.consumer_group),
+                pop_retry_topic(header.topic, header.consumer_group, v2=True),
             ]
             key = polling_key(header.topic, header.consumer_group, header.queue_id)
             expires = header.born_time + header.poll_time
@@ -140,7 +142,7 @@ class PopMessageProcessor:
         ip = config.broker_ip1
         if not config.broker_permission & PERM_READ:
             raise NoPermission(f"the broker[{ip}] pop message is forbidden")
-        if header.max_msg_nums > MAX_POP_NUMS:
+        if header.max_msg_nums > MAX_POP_MESSAGES:
             raise SidewinderError(
                 f"the broker[{ip}] pop message's num is greater than 32", INVALID_PARAMETER
             )
@@ -200,7 +202,7 @@ class PopMessageProcessor:
         await self.pop.store.caught_up()  # what was sent before the pop is in the queues
         random_q = self._random.randrange(100)
         if header.order:
-            revive_qid = ORDER_REVIVE_QUEUE
+            revive_qid = ORDER_REVIVE_QID
         else:
             revive_qid = next(self._ck_numbers) % config.revive_queue_num
         popped = _Popped(now_ms(), revive_qid, header)
@@ -211,7 +213,7 @@ class PopMessageProcessor:
             and random_q % 2 == 0
         )
         retry = (
-            retry_topic(header.topic, header.consumer_group)
+            pop_retry_topic(header.topic, header.consumer_group)
             if retry_v1
             else self.pop.retry_topic(header.topic, header.consumer_group)
         )
@@ -283,8 +285,8 @@ class PopMessageProcessor:
                     self._checkpoint(topic, queue_id, offset, queue_offsets, popped)
                 )
                 offsets.commit(group, topic, queue_id, got.next_begin_offset)
-            popped.start_infos.append((topic, queue_id, str(offset)))
-            popped.msg_infos.append((topic, queue_id, ",".join(map(str, queue_offsets))))
+            popped.start_offsets[(retry_flag(topic), queue_id)] = offset
+            popped.msg_offsets[(retry_flag(topic), queue_id)] = queue_offsets
             for view, record in zip(got.messages, records, strict=True):
                 if is_retry and isinstance(record, MessageRecord):
                     popped.records.append(self._as_original(record, offset, popped))
@@ -322,7 +324,7 @@ class PopMessageProcessor:
             header.invisible_time,
             queue_offsets,
         )
-        kind = topic_kind(topic)
+        kind = retry_flag(topic)
         popped.order_counts += [f"{kind} {key} {n}" for key, n in counts]
         self.pop.offsets.commit(header.consumer_group, topic, queue_id, start)
 
@@ -344,20 +346,20 @@ class PopMessageProcessor:
 
     def _as_original(self, record: MessageRecord, start: int, popped: _Popped) -> bytes:
         """A retry-topic message as the client gets it: under the topic it popped, its handle
-        in POP_CK (the client cannot build it from the offset summaries)."""
+        in PROPERTY_POP_CK (the client cannot build it from the offset summaries)."""
         props = record.properties()
         props.setdefault(
-            POP_CK,
+            PROPERTY_POP_CK,
             ExtraInfo(
                 start,
                 popped.pop_time,
                 popped.header.invisible_time,
                 popped.revive_qid,
-                topic_kind(record.topic),
+                retry_flag(record.topic),
                 self.pop.config.broker_name,
                 record.queue_id,
                 record.queue_offset,
-            ).format(),
+            ).encode(),
         )
         message = message_from_record(
             record, topic=popped.header.topic, queue_id=record.queue_id, properties=props
@@ -380,10 +382,10 @@ class PopMessageProcessor:
         header = PopMessageResponseHeader(
             pop_time=popped.pop_time,
             invisible_time=popped.header.invisible_time,
-            revive_qid=ORDER_REVIVE_QUEUE if popped.header.order else popped.revive_qid,
+            revive_qid=ORDER_REVIVE_QID if popped.header.order else popped.revive_qid,
             rest_num=popped.rest,
-            start_offset_info=offset_info(popped.start_infos),
-            msg_offset_info=offset_info(popped.msg_infos),
+            start_offset_info=format_start_offsets(popped.start_offsets),
+            msg_offset_info=format_msg_offsets(popped.msg_offsets),
             order_count_info=";".join(popped.order_counts) if popped.header.order else None,
         )
         body = b"".join(popped.records) if code == ResponseCode.SUCCESS else None

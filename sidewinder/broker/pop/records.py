@@ -14,7 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sidewinder.protocol.message import MessageConst, encode_properties
-from sidewinder.protocol.pop import ACK_TAG, ACK_TIME_INTERVAL_MS, BATCH_ACK_TAG, CK_TAG
+from sidewinder.protocol.pop import (
+    ACK_TAG,
+    ACK_TIME_INTERVAL_MS,
+    BATCH_ACK_TAG,
+    CK_TAG,
+)
 from sidewinder.protocol.record import Host, MessageToStore
 
 SPLIT = "@"

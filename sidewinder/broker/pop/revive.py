@@ -25,8 +25,8 @@ from sidewinder.protocol.pop import (
     ACK_TAG,
     BATCH_ACK_TAG,
     CK_TAG,
-    FIRST_POP_TIME,
-    RETRY_PREFIX,
+    PROPERTY_FIRST_POP_TIME,
+    RETRY_GROUP_TOPIC_PREFIX,
     REVIVE_GROUP,
     normal_topic,
 )
@@ -167,14 +167,14 @@ class ReviveService:
 
     async def _to_retry(self, ck: CheckPoint, record: MessageRecord) -> None:
         pop = self.pop
-        if ck.topic.startswith(RETRY_PREFIX):
+        if ck.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             topic = ck.topic
         else:
             topic = pop.retry_topic(ck.topic, ck.group)
         pop.ensure_retry_topic(topic, ck.group)
         props = record.properties()
-        if record.reconsume_times == 0 or FIRST_POP_TIME not in props:
-            props[FIRST_POP_TIME] = str(ck.pop_time)
+        if record.reconsume_times == 0 or PROPERTY_FIRST_POP_TIME not in props:
+            props[PROPERTY_FIRST_POP_TIME] = str(ck.pop_time)
         message = message_from_record(
             record,
             topic=topic,

@@ -1,5 +1,6 @@
 """Group and client admin: UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
-GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207),
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), GET_SUBSCRIPTIONGROUP_CONFIG (352, RocketMQ 5),
+DELETE_SUBSCRIPTIONGROUP (207),
 GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204), GET_ALL_PRODUCER_INFO
 (328).
 
@@ -15,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from sidewinder.broker.attributes import GROUP_ATTRIBUTES, alter_attributes
 from sidewinder.broker.clients import ClientChannel, Clients
 from sidewinder.broker.groups import SubscriptionGroup, SubscriptionGroups
 from sidewinder.broker.offsets import ConsumerOffsets
@@ -22,16 +24,19 @@ from sidewinder.broker.processors.replies import json_body, json_reply
 from sidewinder.protocol.body import Shape
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
-from sidewinder.protocol.errors import SidewinderError
-from sidewinder.protocol.headers import ConsumerGroupHeader, GroupNameHeader
+from sidewinder.protocol.errors import SidewinderError, SubscriptionGroupNotExist
+from sidewinder.protocol.headers import ConsumerGroupHeader, GroupHeader, GroupNameHeader
 from sidewinder.remoting.dispatch import RequestContext
 
-# The integer fields of a SubscriptionGroupConfig (SubscriptionGroup.from_json reads them).
+# The typed fields of a SubscriptionGroupConfig (SubscriptionGroup.from_json reads them).
 SUBSCRIPTION_GROUP_SHAPE: Shape = {
     "retryQueueNums": int,
     "retryMaxTimes": int,
     "brokerId": int,
     "whichBrokerWhenConsumeSlowly": int,
+    "groupSysFlag": int,
+    "consumeTimeoutMinute": int,
+    "attributes": {"*": str},
 }
 
 
@@ -55,9 +60,26 @@ class GroupAdmin:
         data = json_body(request, "SubscriptionGroupConfig", SUBSCRIPTION_GROUP_SHAPE)
         if not data.get("groupName"):
             raise SidewinderError("the body is not a SubscriptionGroupConfig: no groupName")
+        existing = self.groups.groups.get(str(data["groupName"]))
+        # SubscriptionGroupManager: the body's attributes are a modification ("+key": value).
+        data["attributes"] = alter_attributes(
+            GROUP_ATTRIBUTES,
+            existing.attributes if existing is not None else {},
+            {str(k): str(v) for k, v in (data.get("attributes") or {}).items()},
+            create=existing is None,
+        )
         self.groups.upsert(SubscriptionGroup.from_json(data))
         await self.metadata_saved()
         return request.reply(ResponseCode.SUCCESS)
+
+    async def group_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """GET_SUBSCRIPTIONGROUP_CONFIG: one group as RocketMQ 5 writes it (created first when
+        auto-creation is on, as findSubscriptionGroupConfig does)."""
+        group = GroupHeader.from_ext(request.ext_fields).group
+        found = self.groups.find(group)
+        if found is None:
+            raise SubscriptionGroupNotExist("No group in this broker")
+        return json_reply(request, found.to_json(full=True))
 
     async def all_groups(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         return json_reply(request, self.groups.to_json())

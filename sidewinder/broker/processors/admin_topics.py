@@ -13,6 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from sidewinder.broker.attributes import (
+    MESSAGE_TYPE,
+    TOPIC_ATTRIBUTES,
+    alter_attributes,
+    parse_modification,
+)
 from sidewinder.broker.clients import Clients
 from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.offsets import ConsumerOffsets
@@ -30,6 +36,8 @@ from sidewinder.protocol.errors import SidewinderError
 from sidewinder.protocol.headers import CreateTopicRequestHeader, TopicHeader
 from sidewinder.remoting.dispatch import RequestContext
 from sidewinder.store.message_store import MessageStore
+
+MIXED_KEY = f"+{MESSAGE_TYPE}"
 
 
 class TopicAdmin:
@@ -56,6 +64,16 @@ class TopicAdmin:
     async def create_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = CreateTopicRequestHeader.from_ext(request.ext_fields)
         self._check_name(header.topic)
+        changes = parse_modification(header.attributes)
+        if not self.config.enable_mixed_message_type and changes.get(MIXED_KEY) == "MIXED":
+            raise SidewinderError(
+                "MIXED message type is not supported.", ResponseCode.INVALID_PARAMETER
+            )
+        existing = self.topics.get(header.topic)
+        current = existing.attributes if existing is not None else {}
+        # TopicConfigManager.updateTopicConfig: a create takes only "+"; an update keeps the
+        # attributes it does not name.
+        attributes = alter_attributes(TOPIC_ATTRIBUTES, current, changes, create=existing is None)
         self.topics.upsert(
             TopicConfig(
                 header.topic,
@@ -65,6 +83,7 @@ class TopicAdmin:
                 header.topic_filter_type,
                 header.topic_sys_flag or 0,
                 header.order,
+                attributes,
             )
         )
         await self.metadata_saved()

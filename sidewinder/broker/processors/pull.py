@@ -21,7 +21,7 @@ from sidewinder.broker.offsets import ConsumerOffsets
 from sidewinder.broker.pull_stats import PullStats
 from sidewinder.broker.sql_filter import Predicate, SqlFilterError, compile_sql
 from sidewinder.broker.topics import TopicTable
-from sidewinder.protocol.codes import ResponseCode
+from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.errors import (
     NoPermission,
@@ -93,6 +93,15 @@ class PullProcessor:
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand | None:
         header = PullMessageRequestHeader.from_ext(request.ext_fields)
+        if (
+            request.code == RequestCode.LITE_PULL_MESSAGE
+            and not self.config.lite_pull_message_enable
+        ):
+            # Checked after the broker's read permission in RocketMQ 5; both refuse the same.
+            self._check_broker_readable()
+            raise NoPermission(
+                f"the broker[{self.config.broker_ip1}] for lite pull consumer is forbidden"
+            )
         codes, predicate = self._check(header)
         record_filter = _record_filter(predicate) if predicate is not None else None
         await self.store.caught_up()
@@ -125,12 +134,15 @@ class PullProcessor:
         )
         return await answered
 
+    def _check_broker_readable(self) -> None:
+        if not self.config.broker_permission & PERM_READ:
+            raise NoPermission(f"the broker[{self.config.broker_ip1}] pulling message is forbidden")
+
     def _check(
         self, header: PullMessageRequestHeader
     ) -> tuple[frozenset[int] | None, Predicate | None]:
         """The tag codes and SQL92 predicate the pull filters by; raises the refusals."""
-        if not self.config.broker_permission & PERM_READ:
-            raise NoPermission(f"the broker[{self.config.broker_ip1}] pulling message is forbidden")
+        self._check_broker_readable()
         group = self.groups.find(header.consumer_group)
         if group is None:
             raise SubscriptionGroupNotExist(

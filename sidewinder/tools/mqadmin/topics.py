@@ -1,5 +1,5 @@
 """Our mqadmin's topic, name server and group sub-commands: updateTopic, deleteTopic, topicList,
-topicRoute, topicStatus, updateSubGroup, and, printed as RocketMQ's mqadmin prints them,
+topicRoute, topicStatus, and, printed as RocketMQ's mqadmin prints them,
 topicClusterList, updateTopicPerm, wipeWritePerm, addWritePerm, updateKvConfig, deleteKvConfig,
 updateOrderConf, getConsumerConfig, producerConnection.
 
@@ -37,6 +37,25 @@ GROUP_FIELDS = (
     "whichBrokerWhenConsumeSlowly",
     "notifyConsumerIdsChangedEnable",
 )
+# RocketMQ 5's SubscriptionGroupConfig, in its declared order (what 5.x's getConsumerConfig
+# prints), for a group that has RocketMQ 5 fields.
+GROUP_FIELDS_5 = (
+    "groupName",
+    "consumeEnable",
+    "consumeFromMinEnable",
+    "consumeBroadcastEnable",
+    "consumeMessageOrderly",
+    "retryQueueNums",
+    "retryMaxTimes",
+    "groupRetryPolicy",
+    "brokerId",
+    "whichBrokerWhenConsumeSlowly",
+    "notifyConsumerIdsChangedEnable",
+    "groupSysFlag",
+    "consumeTimeoutMinute",
+    "subscriptionDataSet",
+    "attributes",
+)
 
 
 def _perm_text(perm: int) -> str:
@@ -44,7 +63,17 @@ def _perm_text(perm: int) -> str:
 
 
 def _java(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
+    """A field as Java's toString shows it; maps as {k=v}, a retry policy as its JSON, null as
+    nothing."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, dict) and "type" in value:
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={v}" for k, v in value.items()) + "}"
+    return str(value)
 
 
 @command("the clusters serving a topic", ("-t", {"dest": "topic", "required": True}))
@@ -202,7 +231,8 @@ async def get_consumer_config(args: argparse.Namespace) -> int:
                 if config is None:
                     continue
                 print(f"{'=' * 29}{cluster}:{name}{'=' * 29}")
-                for field in GROUP_FIELDS:
+                fields = GROUP_FIELDS_5 if "groupRetryPolicy" in config else GROUP_FIELDS
+                for field in fields:
                     print(f"{field:<40}=  {_java(config.get(field))}")
     return 0
 
@@ -241,6 +271,8 @@ async def producer_connection(args: argparse.Namespace) -> int:
     ("-w", {"dest": "write", "type": int, "default": 8}),
     ("-p", {"dest": "perm", "type": int, "default": 6}),
     ("-o", {"dest": "order", "default": "false"}),
+    # RocketMQ 5: topic attributes to add, alter or delete, "+message.type=FIFO,-key".
+    ("-a", {"dest": "attributes", "default": None}),
 )
 async def update_topic(args: argparse.Namespace) -> int:
     async with Admin(args.namesrv) as admin:
@@ -250,9 +282,20 @@ async def update_topic(args: argparse.Namespace) -> int:
             cluster=args.cluster,
             perm=args.perm,
             order=args.order.lower() == "true",
+            attributes=args.attributes.strip() if args.attributes else None,
         )
     for addr in brokers:
         print(f"create topic to {addr} success.")
+    if args.attributes:
+        # RocketMQ 5's tool then prints the config it sent, the modification as a Java map.
+        items = (x if "=" in x else f"{x}=" for x in args.attributes.strip().split(","))
+        order = "true" if args.order.lower() == "true" else "false"
+        print(
+            f"TopicConfig [topicName={args.topic}, readQueueNums={args.write}, "
+            f"writeQueueNums={args.write}, perm={_perm_text(args.perm)}, "
+            f"topicFilterType=SINGLE_TAG, topicSysFlag=0, order={order}, "
+            f"attributes={{{', '.join(items)}}}]"
+        )
     return 0
 
 
@@ -293,17 +336,4 @@ async def topic_status(args: argparse.Namespace) -> int:
             [[q.broker_name, q.queue_id, low, high, when(stamp)] for q, low, high, stamp in rows],
         )
     )
-    return 0
-
-
-@command(
-    "create or update a subscription group on every master of a cluster",
-    ("-g", {"dest": "group", "required": True}),
-    ("-c", {"dest": "cluster", "default": "DefaultCluster"}),
-)
-async def update_sub_group(args: argparse.Namespace) -> int:
-    async with Admin(args.namesrv) as admin:
-        brokers = await admin.update_group(args.group, cluster=args.cluster)
-    for addr in brokers:
-        print(f"create subscription group to {addr} success.")
     return 0
