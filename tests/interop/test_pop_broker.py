@@ -693,3 +693,28 @@ def test_a_retried_orderly_pop_with_its_attempt_id_gets_its_batch(
     assert [m.body for m in _pop(client, pop_target, topic, group, **fields)] == [b"r0"]
     other = fields | {"attempt_id": "attempt-2"}
     assert _pop(client, pop_target, topic, group, **other) == []
+
+
+def test_a_tag_filtered_pop_skips_the_others_for_good(
+    pop_target: ClusterTarget, client: SyncRemotingClient
+) -> None:
+    topic, group = _setup(client, pop_target, queues=1)
+    for payload, tag in ((b"a", "TagA"), (b"b", "TagB"), (b"c", "TagC")):
+        properties = {"TAGS": tag, "WAIT": "true"}
+        request = send_request(topic, payload, properties=properties)
+        assert client.invoke(pop_target.broker_addr, request, 10).code == ResponseCode.SUCCESS
+    deadline = time.monotonic() + 5
+    while True:
+        fields = {"exp": "TagA || TagC", "exp_type": "TAG", "invisible_ms": 1500}
+        msgs = _pop(client, pop_target, topic, group, **fields)
+        if msgs:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert [m.body for m in msgs] == [b"a", b"c"]
+    assert msgs[1].extra.ck_queue_offset == 0 and msgs[1].extra.queue_offset == 2
+    offset = client.invoke(pop_target.broker_addr, query_offset_request(topic, group, 0), 5)
+    assert (offset.ext_fields or {}).get("offset") == "3"
+    _ack_all(client, pop_target, msgs, topic, group)
+    time.sleep(1.5 + 3.0)
+    assert _pop(client, pop_target, topic, group) == []
