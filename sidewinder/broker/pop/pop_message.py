@@ -87,7 +87,9 @@ class _Popped:
     records: list[bytes | memoryview] = field(default_factory=list)
     start_offsets: dict[QueueKey, int] = field(default_factory=dict)
     msg_offsets: dict[QueueKey, list[int]] = field(default_factory=dict)
-    checkpoints: list[CheckPoint] = field(default_factory=list)
+    # Each queue's checkpoint, the records it covers (a slice of `records`) and where the
+    # group's offset went.
+    checkpoints: list[tuple[CheckPoint, slice, int]] = field(default_factory=list)
     order_counts: list[str] = field(default_factory=list)
     rest: int = 0
 
@@ -225,10 +227,22 @@ class PopMessageProcessor:
             self._pop_queue(topic.topic_name, header.queue_id, False, popped, record_filter)
         if not need_retry and popped.room > 0 and not header.order:
             self._pop_topic(retry, True, popped, random_q, _Filter())
-        for ck in popped.checkpoints:
+        failed: list[slice] = []
+        for ck, covered, moved_to in popped.checkpoints:
             # Stored (on disk under SYNC_FLUSH) before the answer: a message handed out is
-            # one the revive service will bring back.
-            await self.pop.write_ck(ck, revive_qid)
+            # one the revive service will bring back. One that could not be stored is not
+            # handed out, and the group's offset goes back (unless a pop since moved it on).
+            if await self.pop.write_ck(ck, revive_qid):
+                continue
+            failed.append(covered)
+            key = (retry_flag(ck.topic), ck.queue_id)
+            popped.start_offsets.pop(key, None)
+            popped.msg_offsets.pop(key, None)
+            offsets = self.pop.offsets
+            if offsets.query(ck.group, ck.topic, ck.queue_id) == moved_to:
+                offsets.commit(ck.group, ck.topic, ck.queue_id, ck.start_offset)
+        for covered in reversed(failed):
+            del popped.records[covered]
         return popped
 
     def _pop_topic(
@@ -281,9 +295,9 @@ class PopMessageProcessor:
             if header.order:
                 self._note_batch(topic, queue_id, offset, queue_offsets, popped)
             else:
-                popped.checkpoints.append(
-                    self._checkpoint(topic, queue_id, offset, queue_offsets, popped)
-                )
+                ck = self._checkpoint(topic, queue_id, offset, queue_offsets, popped)
+                covered = slice(len(popped.records), len(popped.records) + len(got.messages))
+                popped.checkpoints.append((ck, covered, got.next_begin_offset))
                 offsets.commit(group, topic, queue_id, got.next_begin_offset)
             popped.start_offsets[(retry_flag(topic), queue_id)] = offset
             popped.msg_offsets[(retry_flag(topic), queue_id)] = queue_offsets
