@@ -718,3 +718,26 @@ def test_a_tag_filtered_pop_skips_the_others_for_good(
     _ack_all(client, pop_target, msgs, topic, group)
     time.sleep(1.5 + 3.0)
     assert _pop(client, pop_target, topic, group) == []
+
+
+@pytest.mark.parametrize("kind", POP_KINDS)
+def test_retry_topic_v2(kind: str, tmp_path: Path, client: SyncRemotingClient) -> None:
+    """enableRetryTopicV2: an un-acked message is revived into %RETRY%group+topic and comes back
+    with retry flag 2 in its handle; an ack by that handle settles it."""
+    target = create_target(kind, tmp_path, CONF | {"enableRetryTopicV2": "true"}).start()
+    try:
+        topic, group = unique("PopV2"), unique("PopV2Group")
+        for request in (create_topic_request(topic, 1), create_group_request(group)):
+            assert client.invoke(target.broker_addr, request, 10).code == ResponseCode.SUCCESS
+        _send(client, target, topic, b"v2", queues=1)
+        assert len(_pop(client, target, topic, group, invisible_ms=1000)) == 1
+        (back,), _ = _pop_until(client, target, topic, group, 1, 15, invisible_ms=1000)
+        assert back.body == b"v2" and back.record.topic == topic
+        assert back.extra.retry == "2" and back.record.reconsume_times == 1
+        assert back.extra.real_topic(topic, group) == f"%RETRY%{group}+{topic}"
+        reply = client.invoke(target.broker_addr, ack_request(back, topic, group), 5)
+        assert reply.code == ResponseCode.SUCCESS, reply
+        time.sleep(1.0 + 3.0)
+        assert _pop(client, target, topic, group) == []
+    finally:
+        target.kill()
