@@ -135,9 +135,11 @@ class ReviveService:
         if not queue.pending:
             return
         now, delivered = now_ms(), self.delivered_before_ms()
-        for key, ck in sorted(queue.pending.items(), key=lambda kv: kv[1].revive_offset):
-            due = ck.revive_time + MARGIN_MS <= now and ck.revive_time < delivered
-            if not due:
+        # In the order read, which is the revive queue's: the timer puts each CK a second
+        # before its revive time, so the first not due ends the round (as RocketMQ's does).
+        while queue.pending:
+            key, ck = next(iter(queue.pending.items()))
+            if ck.revive_time + MARGIN_MS > now or ck.revive_time >= delivered:
                 break
             await self._revive(ck)
             del queue.pending[key]
@@ -207,7 +209,7 @@ class ReviveService:
 
     def _commit(self, queue: _Queue) -> None:
         if queue.pending:
-            mark = min(ck.revive_offset for ck in queue.pending.values()) - 1
+            mark = next(iter(queue.pending.values())).revive_offset - 1
         else:
             mark = queue.next_offset - 1
         if mark > queue.committed:
