@@ -22,6 +22,17 @@ from sidewinder.broker.ha.replication import Replication
 from sidewinder.broker.long_polling import PullHolds
 from sidewinder.broker.metrics import BrokerMetrics, BrokerSources
 from sidewinder.broker.offsets import ConsumerOffsets
+from sidewinder.broker.pop.ack import AckMessageProcessor, ChangeInvisibleTimeProcessor
+from sidewinder.broker.pop.context import PopContext
+from sidewinder.broker.pop.inspect import (
+    NotificationProcessor,
+    PeekMessageProcessor,
+    PollingInfoProcessor,
+)
+from sidewinder.broker.pop.order import ConsumerOrderInfo
+from sidewinder.broker.pop.polling import PopHolds
+from sidewinder.broker.pop.pop_message import PopMessageProcessor
+from sidewinder.broker.pop.revive import ReviveService
 from sidewinder.broker.processors.admin_acl import AclAdmin
 from sidewinder.broker.processors.admin_config import BrokerConfigAdmin
 from sidewinder.broker.processors.admin_groups import GroupAdmin
@@ -41,7 +52,7 @@ from sidewinder.broker.processors.send_back import SendBackProcessor
 from sidewinder.broker.pull_stats import PullStats
 from sidewinder.broker.registration import Registration
 from sidewinder.broker.request_modes import RequestModes
-from sidewinder.broker.routes import AdminHandlers, build_routes
+from sidewinder.broker.routes import AdminHandlers, PopHandlers, build_routes
 from sidewinder.broker.schedule import ScheduleService
 from sidewinder.broker.send import SendProcessor, host_of
 from sidewinder.broker.stats_manager import MINUTE_SAMPLE_MS, BrokerStatsManager
@@ -222,6 +233,19 @@ class BrokerApp:
             acl=AclAdmin(config, self.acl),
             assignment=assignment,
         )
+        self.pop = PopContext(
+            config,
+            self.store,
+            self.topics,
+            self.groups,
+            self.offsets,
+            timer,
+            host_of(config.broker_addr),
+            ConsumerOrderInfo(config_dir),
+        )
+        self.pop_holds = PopHolds(config.max_pop_polling_size, config.pop_polling_size)
+        self.store.arrival_listeners.append(self.pop_holds.arrived)
+        self.revive = ReviveService(self.pop, lambda: self.timer.delivered_before_ms)
         table = build_routes(
             config,
             assignment=assignment,
@@ -238,6 +262,14 @@ class BrokerApp:
             ),
             client_calls=ClientCallsProcessor(
                 config, self.store, self.topics, self.offsets, self.clients
+            ),
+            pop=PopHandlers(
+                PopMessageProcessor(self.pop, self.pop_holds),
+                AckMessageProcessor(self.pop, self.pop_holds),
+                ChangeInvisibleTimeProcessor(self.pop),
+                PeekMessageProcessor(self.pop),
+                NotificationProcessor(self.pop, self.pop_holds),
+                PollingInfoProcessor(self.pop, self.pop_holds),
             ),
         )
         if self.acl is not None:
@@ -282,9 +314,11 @@ class BrokerApp:
 
     async def start(self, host: str = "0.0.0.0") -> None:
         loop = asyncio.get_running_loop()
-        for table in (self.topics, self.groups, self.offsets, self.schedule, self.request_modes):
+        tables = (self.topics, self.groups, self.offsets, self.schedule, self.request_modes)
+        for table in (*tables, self.pop.orders):
             await loop.run_in_executor(None, table.load)
         self.transactions.ensure_topics()
+        self.pop.ensure_revive_topic()
         await self.store.start()
         self.transactions.load()
         await self.timer.load()
@@ -293,6 +327,7 @@ class BrokerApp:
             self.transactions.start()
             self.schedule.start()
             self.timer.start()
+            self.revive.start()
         await self.server.start(host)
         await self.fast_server.start(host)
         await self.replication.start(host)
@@ -334,6 +369,8 @@ class BrokerApp:
         loop = asyncio.get_running_loop()
         if self.offsets.dirty:
             await loop.run_in_executor(None, self.offsets.persist)
+        if self.pop.orders.dirty:
+            await loop.run_in_executor(None, self.pop.orders.persist)
         await loop.run_in_executor(None, self.schedule.persist)
 
     async def _scan_clients(self) -> None:
@@ -415,6 +452,8 @@ class BrokerApp:
             async with asyncio.timeout(SHUTDOWN_BUDGET_S / 2):
                 await self.registration.stop()
         await self.schedule.stop()
+        await self.revive.stop()
+        self.pop_holds.release_all()
         await self.timer.stop()
         await self.transactions.stop()
         self.holds.release_all()
@@ -425,7 +464,7 @@ class BrokerApp:
         if self._persisting is not None:
             await asyncio.gather(self._persisting, return_exceptions=True)
         loop = asyncio.get_running_loop()
-        for table in (self.topics, self.groups, self.offsets, self.schedule):
+        for table in (self.topics, self.groups, self.offsets, self.schedule, self.pop.orders):
             await loop.run_in_executor(None, table.persist)
         await self.store.shutdown()
         await self.outbound.close()

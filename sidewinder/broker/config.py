@@ -105,6 +105,18 @@ class BrokerConfig(BaseModel):
     timer_roll_window_slot: int = Field(2 * 86_400, gt=0)
     timer_flush_interval_ms: int = Field(1000, gt=0)
     mapped_file_size_timer_log: int = Field(100 << 20, gt=0)
+    # RocketMQ 5's POP keys (its BrokerConfig): see sidewinder/broker/pop/.
+    revive_queue_num: int = Field(8, gt=0)
+    revive_interval: int = Field(1000, gt=0)
+    pop_from_retry_probability: int = Field(20, ge=0, le=100)
+    enable_retry_topic_v2: bool = False
+    retrieve_message_from_pop_retry_topic_v1: bool = True
+    max_pop_polling_size: int = Field(100_000, ge=0)
+    pop_polling_size: int = Field(1024, ge=0)
+    # Ours: an un-acked message that has been delivered retryMaxTimes + 1 times goes to the
+    # group's DLQ at revive (RocketMQ 5's proxy does it at the next receive; its broker alone
+    # retries for ever).
+    pop_revive_dlq_enable: bool = True
     # RocketMQ 5's Prometheus exporter keys: /metrics on host:port when the type is PROM
     # (a blank host is brokerIP1, as there).
     metrics_exporter_type: MetricsExporterType = MetricsExporterType.DISABLE

@@ -9,6 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sidewinder.broker.config import BrokerConfig
+from sidewinder.broker.pop.ack import AckMessageProcessor, ChangeInvisibleTimeProcessor
+from sidewinder.broker.pop.inspect import (
+    NotificationProcessor,
+    PeekMessageProcessor,
+    PollingInfoProcessor,
+)
+from sidewinder.broker.pop.pop_message import PopMessageProcessor
 from sidewinder.broker.processors.admin_acl import AclAdmin
 from sidewinder.broker.processors.admin_config import BrokerConfigAdmin
 from sidewinder.broker.processors.admin_groups import GroupAdmin
@@ -32,8 +39,23 @@ from sidewinder.protocol.codes import RequestCode as R
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.errors import SidewinderError
+from sidewinder.protocol.pop import (
+    PopRequestCode,
+)
 from sidewinder.remoting.dispatch import Limits, NotSupported, ProcessorTable, RequestContext
 from sidewinder.store.config import BrokerRole
+
+
+@dataclass(frozen=True)
+class PopHandlers:
+    """RocketMQ 5's POP consumption (sidewinder/broker/pop/)."""
+
+    pop: PopMessageProcessor
+    ack: AckMessageProcessor
+    change_invisible: ChangeInvisibleTimeProcessor
+    peek: PeekMessageProcessor
+    notification: NotificationProcessor
+    polling_info: PollingInfoProcessor
 
 
 @dataclass(frozen=True)
@@ -125,6 +147,7 @@ def build_routes(
     reply: ReplyProcessor,
     client_calls: ClientCallsProcessor,
     assignment: AssignmentProcessor,
+    pop: PopHandlers | None = None,
 ) -> ProcessorTable:
     fast_failure = config.broker_fast_failure_enable
     table = ProcessorTable(default=NotSupported())
@@ -167,6 +190,16 @@ def build_routes(
             budget_ms=config.wait_time_mills_in_pull_queue if fast_failure else 0,
         ),
     )
+    if pop is not None:
+        # Held pops wait on the loop, as held pulls do.
+        table.register(pop.pop, PopRequestCode.POP_MESSAGE, limits=Limits(concurrency=10_000))
+        table.register(pop.ack, PopRequestCode.ACK_MESSAGE, PopRequestCode.BATCH_ACK_MESSAGE)
+        table.register(pop.change_invisible, PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME)
+        table.register(pop.peek, PopRequestCode.PEEK_MESSAGE)
+        table.register(
+            pop.notification, PopRequestCode.NOTIFICATION, limits=Limits(concurrency=10_000)
+        )
+        table.register(pop.polling_info, PopRequestCode.POLLING_INFO)
     table.register(
         query,
         R.QUERY_MESSAGE,

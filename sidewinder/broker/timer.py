@@ -232,6 +232,11 @@ class TimerService:
             # never taken, and a floor on them would keep its CommitLog for ever.
             store.add_commit_log_floor(self._commit_log_floor)
 
+    @property
+    def delivered_before_ms(self) -> int:
+        """Every timer message due before this time has been put (the slot read next)."""
+        return self.timers.read_time_ms
+
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
         if topic == TIMER_TOPIC:
             self._arrived.set()

@@ -239,3 +239,78 @@ class ChangeInvisibleTimeResponseHeader(CommandHeader):
     pop_time: int = wire("popTime", required=True, long=True)
     invisible_time: int = wire("invisibleTime", required=True, long=True)
     revive_qid: int = wire("reviveQid", required=True)
+
+
+def real_topic(topic: str, group: str, retry: str) -> str:
+    """The topic a message was read from, given the one it was sent to and its retry flag
+    (a batch ack names the flag without a handle); ValueError for an unknown flag."""
+    if retry == NORMAL:
+        return topic
+    if retry in (RETRY_V1, RETRY_V2):
+        return pop_retry_topic(topic, group, v2=retry == RETRY_V2)
+    raise ValueError(f"retry flag {retry!r} is not 0, 1 or 2")
+
+
+def normal_topic(topic: str, group: str) -> str:
+    """The topic a group's pop retry topic retries (KeyBuilder.parseNormalTopic)."""
+    for separator in ("+", "_"):
+        prefix = f"{RETRY_GROUP_TOPIC_PREFIX}{group}{separator}"
+        if topic.startswith(prefix):
+            return topic[len(prefix) :]
+    return topic
+
+
+def polling_key(topic: str, group: str, queue_id: int) -> str:
+    """KeyBuilder.buildPollingKey: what a broker counts held pops by (POLLING_INFO)."""
+    return f"{topic}@{group}@{queue_id}"
+
+
+# -- the broker's revive topic ---------------------------------------------------------------------
+# Check points and acks are JSON records in `rmq_sys_REVIVE_LOG_<cluster>`, read back by the
+# revive service as the group CID_RMQ_SYS_REVIVE_GROUP (sidewinder/broker/pop/records.py).
+REVIVE_TOPIC_PREFIX = "rmq_sys_REVIVE_LOG_"
+REVIVE_GROUP = "CID_RMQ_SYS_REVIVE_GROUP"
+CK_TAG, ACK_TAG, BATCH_ACK_TAG = "ck", "ack", "bAck"
+ACK_TIME_INTERVAL_MS = 1000  # a check point is due this long before its revive time
+
+
+def revive_topic(cluster: str) -> str:
+    return f"{REVIVE_TOPIC_PREFIX}{cluster}"
+
+
+# -- the other POP codes' headers ------------------------------------------------------------------
+@dataclass(slots=True)
+class PeekMessageRequestHeader(CommandHeader):
+    topic: str = wire("topic", required=True)
+    queue_id: int = wire("queueId", required=True)
+    max_msg_nums: int = wire("maxMsgNums", required=True)
+    consumer_group: str = wire("consumerGroup", required=True)
+
+
+@dataclass(slots=True)
+class NotificationRequestHeader(CommandHeader):
+    consumer_group: str = wire("consumerGroup", required=True)
+    topic: str = wire("topic", required=True)
+    queue_id: int = wire("queueId", required=True)
+    poll_time: int = wire("pollTime", required=True, long=True)
+    born_time: int = wire("bornTime", required=True, long=True)
+    order: bool = wire("order", default=False)
+    attempt_id: str | None = wire("attemptId")
+
+
+@dataclass(slots=True)
+class NotificationResponseHeader(CommandHeader):
+    has_msg: bool = wire("hasMsg", required=True)
+    polling_full: bool = wire("pollingFull", default=False)
+
+
+@dataclass(slots=True)
+class PollingInfoRequestHeader(CommandHeader):
+    consumer_group: str = wire("consumerGroup", required=True)
+    topic: str = wire("topic", required=True)
+    queue_id: int = wire("queueId", required=True)
+
+
+@dataclass(slots=True)
+class PollingInfoResponseHeader(CommandHeader):
+    polling_num: int = wire("pollingNum", required=True)

@@ -9,8 +9,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Protocol
 
-import pytest
-
 from interop.target import ClusterTarget
 from sidewinder.client.admin import Admin
 from sidewinder.client.route_cache import ClientError
@@ -34,12 +32,6 @@ async def closing(*clients: _Closable) -> AsyncIterator[None]:
     finally:
         for client in clients:
             await client.close()
-
-
-def expect_no_pop_on_sidewinder(request: pytest.FixtureRequest, target: ClusterTarget) -> None:
-    """This scenario needs POP from the broker: expected to fail on Sidewinder until it has it."""
-    if target.kind == "sidewinder":
-        request.applymarker(pytest.mark.xfail(strict=True, reason="the broker has no POP yet"))
 
 
 async def new_topic(target: ClusterTarget, prefix: str, queues: int = 2) -> str:

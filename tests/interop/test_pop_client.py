@@ -21,7 +21,6 @@ from tests.helpers import unique
 from tests.interop.pop_scenarios import (
     REDELIVERY_DEADLINE_S,
     closing,
-    expect_no_pop_on_sidewinder,
     new_topic,
     receive_until,
 )
@@ -32,7 +31,6 @@ pytestmark = pytest.mark.interop
 async def test_receive_gets_what_was_sent_and_hides_it(
     pop_target: ClusterTarget, request: pytest.FixtureRequest
 ) -> None:
-    expect_no_pop_on_sidewinder(request, pop_target)
     topic = await new_topic(pop_target, "PopRecv", queues=2)
     consumer = SimpleConsumer(unique("PopRecvG"), pop_target.namesrv_addr)
     consumer.subscribe(topic)
@@ -78,7 +76,6 @@ async def test_receive_gets_what_was_sent_and_hides_it(
 async def test_unacked_comes_back_later_acked_never(
     pop_target: ClusterTarget, request: pytest.FixtureRequest
 ) -> None:
-    expect_no_pop_on_sidewinder(request, pop_target)
     topic = await new_topic(pop_target, "PopRedeliver", queues=1)
     group = unique("PopRedeliverG")
     consumer = SimpleConsumer(group, pop_target.namesrv_addr)
@@ -110,7 +107,6 @@ async def test_unacked_comes_back_later_acked_never(
 async def test_change_invisible_duration_gives_the_handle_that_acks(
     pop_target: ClusterTarget, request: pytest.FixtureRequest
 ) -> None:
-    expect_no_pop_on_sidewinder(request, pop_target)
     topic = await new_topic(pop_target, "PopChange", queues=1)
     consumer = SimpleConsumer(unique("PopChangeG"), pop_target.namesrv_addr)
     consumer.subscribe(topic)
@@ -149,7 +145,6 @@ async def test_change_invisible_duration_gives_the_handle_that_acks(
 async def test_each_group_gets_every_message(
     pop_target: ClusterTarget, request: pytest.FixtureRequest
 ) -> None:
-    expect_no_pop_on_sidewinder(request, pop_target)
     topic = await new_topic(pop_target, "PopGroups", queues=2)
     consumers = [SimpleConsumer(unique("PopGroupsG"), pop_target.namesrv_addr) for _ in range(2)]
     producer = Producer(unique("PopGroupsP"), pop_target.namesrv_addr)
@@ -173,7 +168,6 @@ async def test_each_group_gets_every_message(
 async def test_receive_waits_for_a_send(
     pop_target: ClusterTarget, request: pytest.FixtureRequest
 ) -> None:
-    expect_no_pop_on_sidewinder(request, pop_target)
     topic = await new_topic(pop_target, "PopLongPoll", queues=2)
     consumer = SimpleConsumer(unique("PopLongPollG"), pop_target.namesrv_addr)
     consumer.subscribe(topic, "wanted")
@@ -206,7 +200,6 @@ async def test_a_topic_without_a_route_is_refused_at_start(pop_target: ClusterTa
 async def test_more_than_32_messages_is_refused(
     pop_target: ClusterTarget, request: pytest.FixtureRequest
 ) -> None:
-    expect_no_pop_on_sidewinder(request, pop_target)
     topic = await new_topic(pop_target, "PopTooMany", queues=1)
     consumer = SimpleConsumer(unique("PopTooManyG"), pop_target.namesrv_addr)
     consumer.subscribe(topic)
@@ -218,7 +211,6 @@ async def test_more_than_32_messages_is_refused(
 
 
 def test_blocking_twin(pop_target: ClusterTarget, request: pytest.FixtureRequest) -> None:
-    expect_no_pop_on_sidewinder(request, pop_target)
     topic = asyncio.run(new_topic(pop_target, "PopSync", queues=1))
     with (
         sync.Producer(unique("PopSyncP"), pop_target.namesrv_addr) as producer,

@@ -16,10 +16,14 @@ from sidewinder.protocol.pop import (
     PopMessageResponseHeader,
     format_msg_offsets,
     format_start_offsets,
+    normal_topic,
     parse_msg_offsets,
     parse_start_offsets,
+    polling_key,
     pop_retry_topic,
+    real_topic,
     retry_flag,
+    revive_topic,
 )
 
 
@@ -112,3 +116,15 @@ def test_header_wire_names() -> None:
         {"invisibleTime": "3000", "popTime": "1795808159754", "reviveQid": "0"}
     )
     assert changed.invisible_time == 3000
+
+
+def test_the_broker_side_names() -> None:
+    assert real_topic("Orders", "g", NORMAL) == "Orders"
+    assert real_topic("Orders", "g", RETRY_V1) == "%RETRY%g_Orders"
+    assert real_topic("Orders", "g", RETRY_V2) == "%RETRY%g+Orders"
+    with pytest.raises(ValueError, match="retry flag"):
+        real_topic("Orders", "g", "3")
+    assert normal_topic("%RETRY%g_Orders", "g") == normal_topic("%RETRY%g+Orders", "g") == "Orders"
+    assert normal_topic("Orders", "g") == "Orders"
+    assert polling_key("Orders", "g", -1) == "Orders@g@-1"
+    assert revive_topic("DefaultCluster") == "rmq_sys_REVIVE_LOG_DefaultCluster"
