@@ -234,8 +234,11 @@ class TimerService:
 
     @property
     def delivered_before_ms(self) -> int:
-        """Every timer message due before this time has been put (the slot read next)."""
-        return self.timers.read_time_ms
+        """Every timer message stored so far that is due before this time has been put. 0 while
+        some of the timer topic is not enqueued yet: those may be due already."""
+        if self.timers.queue_offset < self.store.max_offset_in_queue(TIMER_TOPIC, 0):
+            return 0
+        return self.timers.delivered_before_ms()
 
     def _on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
         if topic == TIMER_TOPIC:

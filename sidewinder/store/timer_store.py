@@ -68,6 +68,9 @@ class TimerStore:
         self.read_time_ms = 0
         self.write_time_ms = 0
         self.queue_offset = 0  # the next timer-topic entry to enqueue
+        # Slot -> the earliest due time of the messages enqueued into it already due: they go
+        # out a slot or more after their time, which the read time alone does not tell.
+        self.late: dict[int, int] = {}
         # Every unit below this timer log position is delivered (its slot was read): what
         # cleanup of the timer log and of the CommitLog may go up to.
         self.pending_from = 0
@@ -98,6 +101,9 @@ class TimerStore:
             self.read_time_ms = self.floor(now_ms)  # nothing before this start to look at
         self.checkpoint.last_read_time_ms = self.read_time_ms
         self.write_time_ms = self.floor(now_ms)
+        # Messages enqueued late before the stop sit in slots up to now, due at any time since
+        # the read time: until those slots are read, nothing later counts as put.
+        self.late = {self.write_time_ms: self.read_time_ms}
         self.pending_from = 0
         self.pass_delivered(limit=None)
         return end
@@ -123,6 +129,8 @@ class TimerStore:
         (TIMER_DEL_UNIQKEY), its unit marked MAGIC_DELETE."""
         write = self.write_time_ms
         delayed = max(self.floor(deliver_ms), write)
+        if delayed > deliver_ms:
+            self.late[delayed] = min(self.late.get(delayed, deliver_ms), deliver_ms)
         magic = MAGIC_DEFAULT | (MAGIC_DELETE if delete else 0)
         window_ms = self.roll_window_slots * self.precision_ms
         if delayed - write >= window_ms:
@@ -169,12 +177,18 @@ class TimerStore:
         units.reverse()
         return units
 
+    def delivered_before_ms(self) -> int:
+        """Every message enqueued that is due before this time has been put: the read time, or
+        earlier while a message enqueued late waits in a slot not yet read."""
+        return min([self.read_time_ms, *self.late.values()])
+
     def delivered(self, slot_ms: int, done: int, phy_end: int) -> None:
         """`done` units of the slot are delivered, the last ending at CommitLog `phy_end`:
         written at once, so a kill between two deliveries repeats neither."""
         self.checkpoint.dequeued = Dequeued(slot_ms, done, phy_end)
 
     def advance(self) -> None:
+        self.late.pop(self.read_time_ms, None)
         self.read_time_ms += self.precision_ms
         self.checkpoint.last_read_time_ms = self.read_time_ms
         self.checkpoint.dequeued = Dequeued(self.read_time_ms, 0, 0)

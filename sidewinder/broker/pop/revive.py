@@ -86,10 +86,16 @@ class ReviveService:
                 log.error("pop.revive_failed", error=repr(exc), exc_info=exc)
 
     async def revive_once(self) -> None:
+        # Every ack stored so far is dispatched, into the timer topic too; then the timer's
+        # progress (which counts only what it has enqueued); then what it put by then is
+        # dispatched and read below. Read after the reading, the progress could count an ack
+        # this round never saw, and revive a message that was acknowledged.
+        await self.pop.store.caught_up()
+        delivered = self.delivered_before_ms()
         await self.pop.store.caught_up()
         for queue in self._queues:
             self._read(queue)
-            await self._revive_due(queue)
+            await self._revive_due(queue, delivered)
             self._commit(queue)
 
     # -- reading the revive queue ----------------------------------------------------------------
@@ -131,10 +137,10 @@ class ReviveService:
             log.error("pop.revive_record_unreadable", offset=record.queue_offset, error=str(exc))
 
     # -- reviving --------------------------------------------------------------------------------
-    async def _revive_due(self, queue: _Queue) -> None:
+    async def _revive_due(self, queue: _Queue, delivered: int) -> None:
         if not queue.pending:
             return
-        now, delivered = now_ms(), self.delivered_before_ms()
+        now = now_ms()
         # In the order read, which is the revive queue's: the timer puts each CK a second
         # before its revive time, so the first not due ends the round (as RocketMQ's does).
         while queue.pending:
