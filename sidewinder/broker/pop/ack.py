@@ -41,6 +41,22 @@ log = structlog.get_logger(__name__)
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 
+async def _write_ack(
+    pop: PopContext, topic: str, group: str, queue_id: int, offset: int, extra: ExtraInfo
+) -> None:
+    """The ACK record of one message of the check point `extra` names."""
+    ack = Ack(
+        topic=topic,
+        group=group,
+        queue_id=queue_id,
+        start_offset=extra.ck_queue_offset,
+        ack_offset=offset,
+        pop_time=extra.pop_time,
+        broker_name=extra.broker_name,
+    )
+    await pop.write_ack(ack, extra.revive_qid, extra.pop_time + extra.invisible_time)
+
+
 def _extra(text: str) -> ExtraInfo:
     try:
         return ExtraInfo.decode(text)
@@ -134,16 +150,9 @@ class AckMessageProcessor(_Checks):
         if not self._known_revive_queue(extra):
             log.warning("pop.ack_unmatched", handle=header.extra_info, group=header.consumer_group)
             return request.reply(ResponseCode.SUCCESS)
-        ack = Ack(
-            topic=header.topic,
-            group=header.consumer_group,
-            queue_id=header.queue_id,
-            start_offset=extra.ck_queue_offset,
-            ack_offset=header.offset,
-            pop_time=extra.pop_time,
-            broker_name=extra.broker_name,
+        await _write_ack(
+            self.pop, header.topic, header.consumer_group, header.queue_id, header.offset, extra
         )
-        await self.pop.write_ack(ack, extra.revive_qid, extra.pop_time + extra.invisible_time)
         return request.reply(ResponseCode.SUCCESS)
 
     async def _batch(self, request: RemotingCommand) -> RemotingCommand:
@@ -247,16 +256,9 @@ class ChangeInvisibleTimeProcessor(_Checks):
         )
         if not await self.pop.write_ck(ck, extra.revive_qid):
             return request.reply(ResponseCode.SYSTEM_ERROR, "the new checkpoint was not stored")
-        ack = Ack(
-            topic=header.topic,
-            group=header.consumer_group,
-            queue_id=header.queue_id,
-            start_offset=extra.ck_queue_offset,
-            ack_offset=header.offset,
-            pop_time=extra.pop_time,
-            broker_name=extra.broker_name,
+        await _write_ack(
+            self.pop, header.topic, header.consumer_group, header.queue_id, header.offset, extra
         )
-        await self.pop.write_ack(ack, extra.revive_qid, extra.pop_time + extra.invisible_time)
         answer = ChangeInvisibleTimeResponseHeader(now, header.invisible_time, extra.revive_qid)
         return request.reply(ResponseCode.SUCCESS, ext_fields=answer.to_ext())
 

@@ -57,7 +57,7 @@ from sidewinder.protocol.record import (
 )
 from sidewinder.protocol.subscription import parse_tag_expression
 from sidewinder.remoting.dispatch import RequestContext
-from sidewinder.store.message_store import GetStatus
+from sidewinder.store.message_store import GetResult, GetStatus
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 BORN_TIME = "bornTime"
@@ -269,26 +269,23 @@ class PopMessageProcessor:
         if popped.room <= 0:
             popped.rest += max(store.max_offset_in_queue(topic, queue_id) - offset, 0)
             return
-        got = store.get_messages(
-            topic,
-            queue_id,
-            offset,
-            popped.room,
-            tags_codes=record_filter.codes,
-            record_filter=record_filter.record,
-        )
-        if got.status in _RESET:
-            # The stored offset is off the queue: start again where the store says.
-            offset = got.next_begin_offset
-            offsets.commit(group, topic, queue_id, offset)
-            got = store.get_messages(
+
+        def read(start: int) -> GetResult:
+            return store.get_messages(
                 topic,
                 queue_id,
-                offset,
+                start,
                 popped.room,
                 tags_codes=record_filter.codes,
                 record_filter=record_filter.record,
             )
+
+        got = read(offset)
+        if got.status in _RESET:
+            # The stored offset is off the queue: start again where the store says.
+            offset = got.next_begin_offset
+            offsets.commit(group, topic, queue_id, offset)
+            got = read(offset)
         if got.messages:
             records = [decode_record(view) for view in got.messages]
             queue_offsets = [r.queue_offset for r in records if isinstance(r, MessageRecord)]
