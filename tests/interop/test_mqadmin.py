@@ -11,7 +11,7 @@ from interop import fastjson
 from interop.mqadmin import MQAdminError, create_topic, mqadmin
 from interop.target import ClusterTarget
 from tests.helpers import unique
-from tests.interop.admin_queries import broker_status_after_warm_up
+from tests.interop.admin_queries import broker_status_after_warm_up, mqadmin_after_warm_up
 from tests.interop.scenarios import consume, produce, start_consumer
 
 pytestmark = pytest.mark.interop
@@ -34,7 +34,7 @@ def test_update_topic_then_list_and_route(target: ClusterTarget) -> None:
 
 
 def test_cluster_list_and_broker_status(target: ClusterTarget) -> None:
-    clusters = mqadmin(target.namesrv_addr, "clusterList").stdout
+    clusters = mqadmin_after_warm_up(target, "clusterList")
     row = next(line for line in clusters.splitlines() if target.broker_name in line)
     assert row.split()[:4] == [target.cluster_name, target.broker_name, "0", target.broker_addr]
     status = broker_status_after_warm_up(target)
