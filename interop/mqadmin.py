@@ -6,11 +6,16 @@ out = mqadmin(target.namesrv_addr, "consumerProgress", "-g", "G1")
 
 from __future__ import annotations
 
-import contextlib
+import atexit
+import json
+import os
 import re
+import selectors
+import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +25,8 @@ from interop.jvm import java_command, java_env
 MQADMIN_MAIN = "org.apache.rocketmq.tools.command.MQAdminStartup"
 # MQADMIN_MAIN, then an exit as soon as the sub-command is done (interop/java): 3 s less a call.
 MQADMIN_THEN_EXIT = "MQAdminThenExit"
+# MQADMIN_MAIN for one sub-command after another in one JVM (interop/java).
+MQADMIN_SERVER = "MQAdminServer"
 
 
 @dataclass(frozen=True)
@@ -47,16 +54,17 @@ def mqadmin(
     cache: BenchCache | None = None,
     check: bool = True,
 ) -> MQAdminResult:
-    """Run one mqadmin sub-command with `-n namesrv_addr`.
+    """Run one mqadmin sub-command with `-n namesrv_addr`: in this process's mqadmin JVM, or with
+    `workdir` (a rocketmq home of its own, for tools.yml) in a JVM of its own.
 
     mqadmin exits 0 on many failures and prints the Java exception instead, so with `check` an
     exception trace in the output is an error as well as a non-zero exit.
     """
     cache = cache or bench_cache()
     argv = [command, "-n", namesrv_addr, *args]
-    with contextlib.ExitStack() as scratch:
-        if workdir is None:
-            workdir = Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="mqadmin-")))
+    if workdir is None:
+        returncode, stdout, stderr = _run_in_server(cache, argv, timeout_s)
+    else:
         classpath = f"{cache.java_driver_classes}:{cache.classpath('client')}"
         cmd = java_command(workdir, classpath, MQADMIN_THEN_EXIT, argv, heap_mb=256)
         proc = subprocess.run(
@@ -68,12 +76,106 @@ def mqadmin(
             cwd=workdir,
             check=False,
         )
-    result = MQAdminResult(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
-    if check and (proc.returncode != 0 or "Exception:" in result.output):
+        returncode, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    result = MQAdminResult(tuple(argv), returncode, stdout, stderr)
+    if check and (returncode != 0 or "Exception:" in result.output):
         raise MQAdminError(
-            f"mqadmin {' '.join(argv)} failed ({proc.returncode}):\n{result.output[-3000:]}"
+            f"mqadmin {' '.join(argv)} failed ({returncode}):\n{result.output[-3000:]}"
         )
     return result
+
+
+class _AdminServer:
+    """One MQAdminServer JVM: sub-commands in turn, each answered with its status and outputs."""
+
+    def __init__(self, cache: BenchCache) -> None:
+        self.workdir = Path(tempfile.mkdtemp(prefix="mqadmin-server-"))
+        classpath = f"{cache.java_driver_classes}:{cache.classpath('client')}"
+        props = {"java.security.manager": "allow"}  # the server traps System.exit with one
+        cmd = java_command(
+            self.workdir, classpath, MQADMIN_SERVER, [], heap_mb=256, extra_props=props
+        )
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=java_env(self.workdir),
+            cwd=self.workdir,
+        )
+        self.pending = b""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def run(self, argv: list[str], timeout_s: float) -> tuple[int, str, str]:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(argv).encode() + b"\n")
+            self.proc.stdin.flush()
+            deadline = time.monotonic() + timeout_s
+            header = self._read_until(b"\n", deadline)
+            status, out_len, err_len = (int(f) for f in header[1:].split())
+            out = self._read_exactly(out_len, deadline)
+            err = self._read_exactly(err_len, deadline)
+        except BaseException:
+            self.close()
+            raise
+        return status, out.decode(errors="replace"), err.decode(errors="replace")
+
+    def _fill(self, deadline: float) -> None:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                raise subprocess.TimeoutExpired(MQADMIN_SERVER, left)
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            raise MQAdminError(f"the mqadmin JVM ended ({self.proc.poll()})")
+        self.pending += chunk
+
+    def _read_until(self, end: bytes, deadline: float) -> bytes:
+        while end not in self.pending:
+            self._fill(deadline)
+        line, _, self.pending = self.pending.partition(end)
+        return line
+
+    def _read_exactly(self, size: int, deadline: float) -> bytes:
+        while len(self.pending) < size:
+            self._fill(deadline)
+        data, self.pending = self.pending[:size], self.pending[size:]
+        return data
+
+    def close(self) -> None:
+        if self.alive():
+            self.proc.kill()
+        self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                pipe.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+_servers: dict[Path, _AdminServer] = {}
+_servers_lock = threading.Lock()
+
+
+def _run_in_server(cache: BenchCache, argv: list[str], timeout_s: float) -> tuple[int, str, str]:
+    """One sub-command in this process's mqadmin JVM for `cache`, started (or restarted, if it
+    died or timed out) on demand; calls from several threads take turns."""
+    with _servers_lock:
+        server = _servers.get(cache.root)
+        if server is None or not server.alive():
+            server = _servers[cache.root] = _AdminServer(cache)
+        return server.run(argv, timeout_s)
+
+
+@atexit.register
+def _close_servers() -> None:
+    for server in _servers.values():
+        server.close()
 
 
 def mqadmin_commands(cache: BenchCache | None = None, timeout_s: float = 60.0) -> list[str]:

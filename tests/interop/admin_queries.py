@@ -20,17 +20,17 @@ from sidewinder.remoting.client import SyncRemotingClient
 
 def broker_status_after_warm_up(target: ClusterTarget, timeout_s: float = 60.0) -> str:
     return mqadmin_after_warm_up(
-        target, "brokerStatus", "-b", target.broker_addr, timeout_s=timeout_s
+        target.namesrv_addr, "brokerStatus", "-b", target.broker_addr, timeout_s=timeout_s
     )
 
 
-def mqadmin_after_warm_up(target: ClusterTarget, *argv: str, timeout_s: float = 60.0) -> str:
+def mqadmin_after_warm_up(namesrv_addr: str, *argv: str, timeout_s: float = 60.0) -> str:
     """mqadmin's stdout for a command that reads broker runtime stats (brokerStatus,
     clusterList): a 4.9 broker answers them with SYSTEM_ERROR until its first stats sample."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            return mqadmin(target.namesrv_addr, *argv).stdout
+            return mqadmin(namesrv_addr, *argv).stdout
         except MQAdminError as exc:
             if "NoSuchElementException" not in str(exc) or time.monotonic() > deadline:
                 raise

@@ -34,7 +34,7 @@ def test_update_topic_then_list_and_route(target: ClusterTarget) -> None:
 
 
 def test_cluster_list_and_broker_status(target: ClusterTarget) -> None:
-    clusters = mqadmin_after_warm_up(target, "clusterList")
+    clusters = mqadmin_after_warm_up(target.namesrv_addr, "clusterList")
     row = next(line for line in clusters.splitlines() if target.broker_name in line)
     assert row.split()[:4] == [target.cluster_name, target.broker_name, "0", target.broker_addr]
     status = broker_status_after_warm_up(target)

@@ -22,6 +22,7 @@ from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import SyncRemotingClient
 from tests.helpers import unique
+from tests.interop.admin_queries import mqadmin_after_warm_up
 from tests.interop.scenarios import assert_received_all
 
 pytestmark = pytest.mark.interop
@@ -85,7 +86,7 @@ def test_mqadmin_and_the_java_client_work_through_our_name_server(
     assert topic in listed
     route = fastjson.loads_from(mqadmin(namesrv.addr, "topicRoute", "-t", topic).output)
     assert sum(q["writeQueueNums"] for q in route["queueDatas"]) == 4
-    assert "broker-a" in mqadmin(namesrv.addr, "clusterList").output
+    assert "broker-a" in mqadmin_after_warm_up(namesrv.addr, "clusterList")
     sent = produce_messages("java", namesrv=namesrv.addr, topic=topic, count=200, group=group)
     assert all(e["status"] == "SEND_OK" for e in sent) and len(sent) == 200
     run = consume_messages("java", namesrv=namesrv.addr, topic=topic, expect=200, group=group)
