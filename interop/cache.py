@@ -38,6 +38,11 @@ class BenchCache:
         return self.root / "java-driver"
 
     @property
+    def java5_driver_classes(self) -> Path:
+        """The same driver source built against the 5.3.2 remoting client."""
+        return self.root / "java5-driver"
+
+    @property
     def cpp_venv(self) -> Path:
         return self.root / "cpp-venv"
 

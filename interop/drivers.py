@@ -24,6 +24,8 @@ from interop.cache import DRIVERS_DIR, BenchCache, bench_cache
 from interop.jvm import JDK17_OPENS, java_binary
 
 CLIENTS = ("java", "cpp", "node", "go")
+# The 5.3.2 remoting client, through the Java driver built against it: the 5.x scenarios' client.
+JAVA5 = "java5"
 JAVA_DRIVER_MAIN = "Driver"
 
 
@@ -39,8 +41,12 @@ def driver_command(
 ) -> list[str]:
     """`jvm_props`: -D settings for the Java client (tls.enable and the like)."""
     cache = cache or bench_cache()
-    if client == "java":
-        classpath = f"{cache.java_driver_classes}:{cache.classpath('client')}"
+    if client in ("java", JAVA5):
+        classpath = (
+            f"{cache.java_driver_classes}:{cache.classpath('client')}"
+            if client == "java"
+            else f"{cache.java5_driver_classes}:{cache.classpath('client5')}"
+        )
         return [
             java_binary(),
             "-Xms64m",
@@ -53,6 +59,7 @@ def driver_command(
             # Rebalance every 5 s, not 20: a consumer learns of a new queue (a %RETRY% topic's,
             # say) at its next rebalance, so a scenario waited up to 20 s for it.
             "-Drocketmq.client.rebalance.waitInterval=5000",
+            f"-Ddriver.client={client}",
             *(f"-D{k}={v}" for k, v in (jvm_props or {}).items()),
             "-cp",
             classpath,
@@ -64,12 +71,13 @@ def driver_command(
         return ["node", str(DRIVERS_DIR / "node" / "driver.js")]
     if client == "go":
         return [str(cache.go_driver)]
-    raise ValueError(f"unknown client {client!r}; one of {', '.join(CLIENTS)}")
+    raise ValueError(f"unknown client {client!r}; one of {', '.join((*CLIENTS, JAVA5))}")
 
 
 # What each driver needs from the bench cache, and the registry its install step uses.
 DRIVER_ARTIFACTS = {
     "java": (lambda c: c.java_driver_classes, "java", "Maven Central"),
+    JAVA5: (lambda c: c.java5_driver_classes, "java", "Maven Central"),
     "cpp": (lambda c: c.cpp_python, "cpp", "PyPI"),
     "node": (lambda c: c.node_modules / "ali-ons", "node", "the npm registry"),
     "go": (lambda c: c.go_driver, "go", "the Go module proxy"),
@@ -178,7 +186,7 @@ class DriverProcess:
         jvm_props: dict[str, str] | None = None,
         **options: Any,
     ) -> None:
-        if jvm_props and client != "java":
+        if jvm_props and client not in ("java", JAVA5):
             raise ValueError(f"jvm_props are for the java driver, not {client}")
         self.client = client
         # A directory of our own making goes when the run is collected; a caller's stays.

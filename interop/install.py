@@ -133,17 +133,46 @@ def _copy_maven_roles(pom: Path, staged: Path) -> None:
         )
 
 
+# Where the 5.3.2 client keeps a class the driver names that 4.9.8 keeps elsewhere.
+JAVA5_MOVED_CLASSES = {
+    "org.apache.rocketmq.common.protocol.heartbeat.MessageModel": (
+        "org.apache.rocketmq.remoting.protocol.heartbeat.MessageModel"
+    ),
+}
+
+
 def install_java(cache: BenchCache) -> str:
-    # The Java driver, and the bench's Java tools (interop/java), on one classpath.
+    # The Java driver, and the bench's Java tools (interop/java), on one classpath; and the driver
+    # again against the 5.3.2 client (java5), its imports moved where 5.x keeps those classes.
     sources = sorted(
         [*(DRIVERS_DIR / "java").rglob("*.java"), *(INTEROP_DIR / "java").glob("*.java")]
     )
     if not sources:
         raise InstallError("no Java driver sources under interop/drivers/java")
-    digest = _digest(sources, (cache.stamps / "maven").read_text())
-    if _fresh(cache, "java", digest, cache.java_driver_classes):
+    digest = _digest(sources, (cache.stamps / "maven").read_text(), repr(JAVA5_MOVED_CLASSES))
+    if _fresh(cache, "java", digest, cache.java_driver_classes) and (
+        cache.java5_driver_classes.exists()
+    ):
         return "up to date"
     cache.root.mkdir(parents=True, exist_ok=True)
+    staged = _javac(cache, sources, "client")
+    driver5 = [p for p in sources if p.is_relative_to(DRIVERS_DIR)]
+    with tempfile.TemporaryDirectory(prefix="java5-src-") as scratch:
+        moved = []
+        for path in driver5:
+            text = path.read_text()
+            for old, new in JAVA5_MOVED_CLASSES.items():
+                text = text.replace(f"import {old};", f"import {new};")
+            (Path(scratch) / path.name).write_text(text)
+            moved.append(Path(scratch) / path.name)
+        staged5 = _javac(cache, moved, "client5")
+    _replace_dir(staged, cache.java_driver_classes)
+    _replace_dir(staged5, cache.java5_driver_classes)
+    _stamp(cache, "java", digest)
+    return f"{len(sources)} source file(s) compiled, the driver for 4.9.8 and 5.3.2"
+
+
+def _javac(cache: BenchCache, sources: list[Path], role: str) -> Path:
     staged = Path(tempfile.mkdtemp(prefix="java-", dir=cache.root))
     _run(
         [
@@ -154,14 +183,12 @@ def install_java(cache: BenchCache) -> str:
             "-d",
             str(staged),
             "-cp",
-            cache.classpath("client"),
+            cache.classpath(role),
             *map(str, sources),
         ],
         "javac (JDK 17)",
     )
-    _replace_dir(staged, cache.java_driver_classes)
-    _stamp(cache, "java", digest)
-    return f"{len(sources)} source file(s) compiled"
+    return staged
 
 
 def install_cpp(cache: BenchCache) -> str:

@@ -50,7 +50,6 @@ import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.impl.MQClientManager;
 import org.apache.rocketmq.client.impl.factory.MQClientInstance;
-import org.apache.rocketmq.client.log.ClientLogger;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.MessageQueueSelector;
@@ -76,7 +75,8 @@ public final class Driver {
     static final int POLL_NAMESRV_MS = 3000;
 
 
-    static final String CLIENT = "java";
+    // "java" (rocketmq-client 4.9.8) or "java5" (5.3.2): the one source compiles against both.
+    static final String CLIENT = System.getProperty("driver.client", "java");
 
     // ------------------------------------------------------------------ output
 
@@ -232,7 +232,7 @@ public final class Driver {
         "mode", "batch-size", "tag", "keys-prefix", "body-prefix", "body-size", "prop",
         "delay-level", "queue", "start", "model", "tags", "sql", "from", "seek",
         "reconsume-later", "linger", "serialize", "vip", "compress-over", "request-timeout",
-        "reply", "access-key", "secret-key", "keep-going"));
+        "reply", "access-key", "secret-key", "keep-going", "deliver-after-ms", "callback"));
 
     static final Map<String, List<String>> OPTS = new LinkedHashMap<>();
 
@@ -467,8 +467,15 @@ public final class Driver {
             System.setProperty("rocketmq.client.localOffsetStoreDir", home + "/.rocketmq_offsets");
         }
         // Initialise the client's own logger now, so the common and remoting loggers are routed
-        // to its file appender before any other client class asks for a logger.
-        ClientLogger.getLog();
+        // to its file appender before any other client class asks for a logger (4.x; the 5.x
+        // client has no ClientLogger and configures its logging by itself).
+        try {
+            Class.forName("org.apache.rocketmq.client.log.ClientLogger").getMethod("getLog").invoke(null);
+        } catch (ClassNotFoundException e) {
+            // the 5.x client
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("ClientLogger.getLog", e);
+        }
     }
 
     // ------------------------------------------------------------------ message helpers
@@ -512,6 +519,7 @@ public final class Driver {
         String bodyPrefix;
         int bodySize;
         int delayLevel;
+        long deliverAfterMs;
         Map<String, String> props = new LinkedHashMap<>();
         // Sync and oneway sends: a failed send is reported as an error event and the next sent.
         boolean keepGoing;
@@ -527,6 +535,17 @@ public final class Driver {
             }
             if (delayLevel > 0) {
                 m.setDelayTimeLevel(delayLevel);
+            }
+            if (deliverAfterMs > 0) {
+                // 5.x: Message.setDeliverTimeMs, the TIMER_DELIVER_MS property; 4.9.8 has neither.
+                try {
+                    m.getClass().getMethod("setDeliverTimeMs", long.class)
+                        .invoke(m, System.currentTimeMillis() + deliverAfterMs);
+                } catch (NoSuchMethodException e) {
+                    throw new Unsupported("--deliver-after-ms needs the 5.x client");
+                } catch (ReflectiveOperationException e) {
+                    throw new IllegalStateException("setDeliverTimeMs", e);
+                }
             }
             return m;
         }
@@ -638,6 +657,7 @@ public final class Driver {
         spec.bodyPrefix = opt("body-prefix", "body-");
         spec.bodySize = intOpt("body-size", -1);
         spec.delayLevel = intOpt("delay-level", 0);
+        spec.deliverAfterMs = longOpt("deliver-after-ms", 0);
         List<String> props = OPTS.getOrDefault("prop", new ArrayList<>());
         for (String p : props) {
             int eq = p.indexOf('=');
@@ -824,6 +844,7 @@ public final class Driver {
             throw new UsageError("--count N is required");
         }
         final long requestTimeoutMs = (long) (doubleOpt("request-timeout", 10) * 1000);
+        final boolean callback = oneOf("callback", "false", "true", "false").equals("true");
         final ProduceSpec spec = new ProduceSpec();
         spec.tag = opt("tag", null);
         spec.keysPrefix = opt("keys-prefix", "k-");
@@ -843,7 +864,7 @@ public final class Driver {
             phase = "requesting " + i;
             Message m = spec.build(i);
             try {
-                Message reply = p.request(m, requestTimeoutMs);
+                Message reply = callback ? requestWithCallback(p, m, requestTimeoutMs) : p.request(m, requestTimeoutMs);
                 Json j = ev("replied");
                 j.put("index", i);
                 j.put("requestCorrelationId", m.getProperty("CORRELATION_ID"));
@@ -869,6 +890,30 @@ public final class Driver {
             finish(ev("done").put("replied", SENT.get()), 0);
         } else {
             finish(null, 1);
+        }
+    }
+
+    /** request(msg, RequestCallback, timeout), waited for: the reply, or the callback's exception. */
+    static Message requestWithCallback(DefaultMQProducer p, Message m, long timeoutMs) throws Exception {
+        final java.util.concurrent.CompletableFuture<Message> done = new java.util.concurrent.CompletableFuture<>();
+        p.request(m, new org.apache.rocketmq.client.producer.RequestCallback() {
+            @Override
+            public void onSuccess(Message reply) {
+                // 5.3.2 calls this once with null when the request is sent, then with the reply.
+                if (reply != null) {
+                    done.complete(reply);
+                }
+            }
+
+            @Override
+            public void onException(Throwable e) {
+                done.completeExceptionally(e);
+            }
+        }, timeoutMs);
+        try {
+            return done.get(timeoutMs + 5000, TimeUnit.MILLISECONDS);
+        } catch (java.util.concurrent.ExecutionException e) {
+            throw e.getCause() instanceof Exception ? (Exception) e.getCause() : e;
         }
     }
 
@@ -1061,7 +1106,7 @@ public final class Driver {
         if (expect == 0) {
             REACHED.countDown();
         }
-        final String mode = oneOf("mode", "push", "push", "orderly", "pull", "lite-pull");
+        final String mode = oneOf("mode", "push", "push", "orderly", "pop", "pull", "lite-pull");
         final String model = oneOf("model", "clustering", "clustering", "broadcasting");
         final String tags = opt("tags", "*");
         final String sql = opt("sql", null);
@@ -1092,7 +1137,8 @@ public final class Driver {
         switch (mode) {
             case "push":
             case "orderly":
-                push(mode.equals("orderly"), mm, cfw, tags, sql, linger);
+            case "pop":
+                push(mode, mm, cfw, tags, sql, linger);
                 break;
             case "pull":
                 pull(mm, from, tags, sql, linger);
@@ -1113,10 +1159,20 @@ public final class Driver {
         }
     }
 
-    static void push(boolean orderly, MessageModel mm, ConsumeFromWhere cfw, String tags, String sql, double linger)
+    static void push(String mode, MessageModel mm, ConsumeFromWhere cfw, String tags, String sql, double linger)
         throws Exception {
         phase = "starting push consumer";
+        final boolean orderly = mode.equals("orderly");
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(group, hook, new AllocateMessageQueueAveragely());
+        if (mode.equals("pop")) {
+            // 5.x: the broker assigns the queues (QUERY_ASSIGNMENT) and, for a group in POP mode,
+            // the client pops from them. 4.9.8 has no such switch.
+            try {
+                c.getClass().getMethod("setClientRebalance", boolean.class).invoke(c, false);
+            } catch (NoSuchMethodException e) {
+                throw new Unsupported("--mode pop needs the 5.x client");
+            }
+        }
         c.setNamesrvAddr(namesrv);
         c.setInstanceName(instance);
         c.setPollNameServerInterval(POLL_NAMESRV_MS);

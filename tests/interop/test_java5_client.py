@@ -1,0 +1,160 @@
+"""The stock RocketMQ 5.3.2 remoting client (rocketmq-client 5.3.2, through the Java driver built
+against it) on both 5.x targets: the real 5.3.2 broker and Sidewinder.
+
+Its producer in every send mode, transactions, delay levels and `setDeliverTimeMs`; its push
+consumer (clustering, orderly, tag and SQL92 filters, retry), its lite pull consumer (which pulls
+with LITE_PULL_MESSAGE), request-reply, and its push consumer in POP mode (the broker assigns the
+queues and the client pops from them)."""
+
+from __future__ import annotations
+
+import pytest
+
+from interop.drivers import JAVA5, run_driver
+from interop.target import ClusterTarget
+from tests.helpers import unique
+from tests.interop.our_mqadmin import mqadmin as our_mqadmin
+from tests.interop.scenarios import (
+    DEFAULT_PROPS,
+    assert_received_all,
+    by_index,
+    consume,
+    new_topic,
+    produce_all,
+    start_consumer,
+    wait_with_arrivals,
+)
+
+# A worker of its own: these scenarios start JVMs for seconds each, beside the POP scenarios'.
+pytestmark = [pytest.mark.interop, pytest.mark.xdist_group(name="java5")]
+
+CLOCK_SLACK_MS = 100  # born and store times are read from the same machine clock
+TIMER_LATE_MS = 2000  # the timer's one-second tick, and a slow shared machine
+
+
+def test_every_send_mode_reaches_a_push_consumer(pop_target: ClusterTarget) -> None:
+    topic = new_topic(pop_target, "J5Modes")
+    sent: list[dict] = []
+    for n, mode in enumerate(("sync", "async", "oneway", "batch")):
+        sent += produce_all(
+            pop_target, JAVA5, topic, 8, group=unique("PG"), mode=mode, start=8 * n,
+            prop=DEFAULT_PROPS,
+        )  # fmt: skip
+    assert all(e["client"] == JAVA5 for e in sent)
+    run = consume(pop_target, JAVA5, topic, len(sent), group=unique("CG"), linger=1)
+    assert_received_all(run, sent, topic=topic, props=DEFAULT_PROPS)
+
+
+def test_orderly_consumer_gets_each_queue_in_order(pop_target: ClusterTarget) -> None:
+    topic = new_topic(pop_target, "J5Orderly")
+    sent = produce_all(pop_target, JAVA5, topic, 24, group=unique("PG"), queue=1)
+    run = consume(pop_target, JAVA5, topic, len(sent), group=unique("CG"), mode="orderly")
+    assert_received_all(run, sent, topic=topic)
+    offsets = [e["queueOffset"] for e in run.received()]
+    assert offsets == sorted(offsets), offsets
+
+
+@pytest.mark.parametrize("selector", ["tags", "sql"])
+def test_filters_deliver_only_what_matches(pop_target: ClusterTarget, selector: str) -> None:
+    topic = new_topic(pop_target, f"J5Filter_{selector}")
+    group = unique("PG")
+    wanted = produce_all(pop_target, JAVA5, topic, 6, group=group, tag="TagA")
+    produce_all(pop_target, JAVA5, topic, 6, group=group, tag="TagB", start=6)
+    subscription = {"tags": "TagA"} if selector == "tags" else {"sql": "TAGS = 'TagA'"}
+    run = consume(pop_target, JAVA5, topic, 6, group=unique("CG"), linger=2, **subscription)
+    assert_received_all(run, wanted, topic=topic, tags="TagA")
+
+
+def test_reconsume_later_comes_back_through_the_retry_topic(pop_target: ClusterTarget) -> None:
+    topic = new_topic(pop_target, "J5Retry")
+    sent = produce_all(pop_target, JAVA5, topic, 10, group=unique("PG"))
+    run = consume(
+        pop_target, JAVA5, topic, 10, group=unique("CG"), reconsume_later=2, timeout_s=120
+    )
+    refused = [e for e in run.received(only_ok=False) if e["action"] == "later"]
+    assert len(refused) == 2 and all(e["reconsumeTimes"] == 0 for e in refused), refused
+    assert_received_all(run, sent, topic=topic)
+    back = {e["keys"]: e for e in run.received()}
+    assert all(back[e["keys"]]["reconsumeTimes"] == 1 for e in refused)
+
+
+def test_lite_pull_reads_what_was_sent(pop_target: ClusterTarget) -> None:
+    topic = new_topic(pop_target, "J5LitePull")
+    sent = produce_all(pop_target, JAVA5, topic, 20, group=unique("PG"))
+    run = consume(pop_target, JAVA5, topic, 20, group=unique("CG"), mode="lite-pull")
+    assert_received_all(run, sent, topic=topic)
+
+
+@pytest.mark.parametrize("answer", ["commit", "rollback"])
+def test_transactions_commit_or_roll_back(pop_target: ClusterTarget, answer: str) -> None:
+    topic = new_topic(pop_target, f"J5Tx_{answer}")
+    run = run_driver(
+        JAVA5, "transact", namesrv=pop_target.namesrv_addr, topic=topic, group=unique("TXG"),
+        count=6, answer=f"unknown-{answer}", timeout_s=120,
+    ).check()  # fmt: skip
+    sent = by_index(run.sent())
+    assert {e["msgId"] for e in sent} <= {e["msgId"] for e in run.of("checked")}
+    # One plain message after the half messages: a consumer that got it and nothing else saw
+    # every rolled-back message stay unread.
+    marker = produce_all(pop_target, JAVA5, topic, 1, group=unique("PG"), start=100, queue=0)
+    expected = sent + marker if answer == "commit" else marker
+    received = consume(pop_target, JAVA5, topic, len(expected), group=unique("CG"), linger=2)
+    assert_received_all(received, expected, topic=topic)
+
+
+def test_request_reply(pop_target: ClusterTarget) -> None:
+    """With the callback form of request(): the 5.3.2 client's blocking request() counts its
+    latch down when the send succeeds, so it fails at once with "wait reply message timeout"
+    on any broker (apache/rocketmq#9292, fixed after 5.3.2), and its callback form is called
+    with null at that moment before it is called with the reply (the driver waits for that)."""
+    topic = new_topic(pop_target, "J5Request")
+    replier = start_consumer(pop_target, JAVA5, topic, 5, group=unique("CG"), reply=True)
+    run = run_driver(
+        JAVA5, "request", namesrv=pop_target.namesrv_addr, topic=topic,
+        group=unique("PG"), count=5, request_timeout=10, callback=True, timeout_s=120,
+    ).check()  # fmt: skip
+    replied = run.of("replied")
+    assert [e["index"] for e in replied] == list(range(5))
+    for event in replied:
+        assert event["correlationId"] == event["requestCorrelationId"], event
+        assert event["topic"] == f"{pop_target.cluster_name}_REPLY_TOPIC", event
+        assert event["msgType"] == "reply", event
+    assert len(replier.wait().check().of("answered")) == 5
+
+
+@pytest.mark.parametrize(
+    "held",
+    [
+        # The test brokers' messageDelayLevel is "1s 2s 3s ..." (interop/rocketmq.py)
+        pytest.param({"delay_level": 3}, id="delay-level-3"),
+        pytest.param({"deliver_after_ms": 3000}, id="deliver-time"),
+    ],
+)
+def test_held_messages_arrive_on_time(pop_target: ClusterTarget, held: dict) -> None:
+    hold_ms = 3000
+    topic = new_topic(pop_target, "J5Held")
+    proc = start_consumer(pop_target, JAVA5, topic, 4, group=unique("CG"), timeout_s=60)
+    try:
+        sent = produce_all(pop_target, JAVA5, topic, 4, group=unique("PG"), **held)
+        run, seen = wait_with_arrivals(proc)
+    finally:
+        proc.kill()
+    assert_received_all(run.check(), sent, topic=topic)
+    for event, seen_at in zip(run.events, seen, strict=True):
+        if event.get("event") != "received":
+            continue
+        born = event["bornTimestamp"]
+        assert seen_at * 1000 - born >= hold_ms - CLOCK_SLACK_MS, event
+        assert event["storeTimestamp"] - born <= hold_ms + TIMER_LATE_MS, event
+
+
+def test_a_push_consumer_in_pop_mode(pop_target: ClusterTarget) -> None:
+    """setConsumeMode -m POP, then the 5.x push consumer with client rebalance off: the broker
+    assigns it the queues (QUERY_ASSIGNMENT) and it pops, acks, and commits nothing itself."""
+    topic, group = new_topic(pop_target, "J5Pop"), unique("CG")
+    args = ["-c", pop_target.cluster_name, "-t", topic, "-g", group, "-m", "POP"]
+    out = our_mqadmin(pop_target, "setConsumeMode", *args)
+    assert "success" in out, out
+    sent = produce_all(pop_target, JAVA5, topic, 20, group=unique("PG"))
+    run = consume(pop_target, JAVA5, topic, 20, group=group, mode="pop", linger=2)
+    assert_received_all(run, sent, topic=topic)
