@@ -66,6 +66,7 @@ from sidewinder.remoting.codec import FrameDecoder, RawFrame, decode_raw, encode
 from sidewinder.remoting.dispatch import ProcessorTable
 from sidewinder.remoting.server import RemotingServer
 from sidewinder.store.message_store import MessageRun, MessageStore
+from tests.helpers import send_request
 from tests.hot_path import IMPLEMENTATIONS, using
 
 TOPIC = "BatchLane"
@@ -112,23 +113,16 @@ def test_strip_wait_is_the_reference_pair(pairs: list[tuple[str, str]], trailing
 # -- one server, either path ----------------------------------------------------------------------
 def _header(n: int, properties: str, **changes: Any) -> dict[str, str]:
     """The ext fields of the n-th send's header, as the Java producer writes them (V2 names)."""
-    fields: dict[str, Any] = {
-        "producer_group": "lane-producer",
-        "topic": TOPIC,
-        "default_topic": "TBW102",
-        "default_topic_queue_nums": 4,
+    fields = {
         "queue_id": n % 4,
-        "sys_flag": 0,
         "born_timestamp": 1_700_000_000_000 + n,
-        "flag": 0,
-        "properties": properties,
-        "reconsume_times": 0,
-        "unit_mode": False,
-        "batch": False,
         "broker_name": "broker-a",
+        "properties": properties,
         **changes,
     }
-    return SendMessageRequestHeader(**fields).to_ext(names=SEND_V2_NAMES)
+    topic = fields.pop("topic", TOPIC)
+    group = fields.pop("producer_group", "lane-producer")
+    return dict(send_request(topic, group=group, **fields).ext_fields or {})
 
 
 def _send(
