@@ -21,6 +21,10 @@ groups read every queue and keep offsets in a local file.
 
 Each queue has one long-polling pull loop. Its committed offset is the lowest offset still being
 consumed, so a crash redelivers (at least once) rather than skips.
+
+With `pop=True` it consumes as RocketMQ 5's push consumer does for a group in POP mode (see
+client/pop_delivery.py): the brokers hand out the messages, a consumed one is acked, a failed one
+comes back after a retry delay; nothing is owned or committed by the client.
 """
 
 from __future__ import annotations
@@ -47,16 +51,23 @@ from sidewinder.client.offset_store import (
     LocalOffsetStore,
     OffsetStore,
 )
+from sidewinder.client.pop_client import PopClient, PoppedMessage
+from sidewinder.client.pop_delivery import PopDelivery
 from sidewinder.client.pulling import ReceivedMessage, offset_at, pull, queue_bound
 from sidewinder.client.route_cache import MASTER_ID, ClientError, MessageQueue, check_reply
 from sidewinder.common.log import library_logger
 from sidewinder.protocol.codes import RequestCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import ConsumerSendMsgBackRequestHeader
+from sidewinder.protocol.pop import ConsumeInitMode
 from sidewinder.remoting.connection import RemotingError
 from sidewinder.remoting.tls import TlsOption
 
 log = library_logger(__name__)
+
+
+# Where a POP-mode group starts reading a queue it never read.
+POP_CONSUME_FROM = {"last": ConsumeInitMode.MAX, "first": ConsumeInitMode.MIN}
 
 
 class ConsumeStatus(enum.Enum):
@@ -112,9 +123,13 @@ class PushConsumer:
         secret_key: str | None = None,
         offset_store_dir: Path = DEFAULT_LOCAL_DIR,
         tls: TlsOption = None,
+        pop: bool = False,
+        pop_invisible_s: float = 60.0,
     ) -> None:
         if consume_concurrency < 1 or batch_size < 1 or pull_batch_size < 1:
             raise ValueError("consume_concurrency, batch_size and pull_batch_size must be >= 1")
+        if pop and (message_model != CLUSTERING or consume_from not in POP_CONSUME_FROM):
+            raise ValueError("pop=True is for clustering groups consuming from first or last")
         self.group = group
         self.listener = listener
         self.member = GroupMember(
@@ -150,6 +165,20 @@ class PushConsumer:
         self._executor: ThreadPoolExecutor | None = None
         self._running = False
         self.member.table.register(ConsumerCalls(self), *CONSUMER_CALL_CODES)
+        self.pop: PopDelivery | None = None
+        if pop:
+            self.pop = PopDelivery(
+                PopClient(group, self.member.remoting, self.member.routes),
+                self.member.subscriptions,
+                self._consume_popped,
+                lambda: self._running,
+                init_mode=POP_CONSUME_FROM[consume_from],
+                batch=min(pull_batch_size, 32),
+                batch_size=batch_size,
+                invisible_s=pop_invisible_s,
+                await_s=suspend_s,
+                max_in_flight=pull_threshold_per_queue,
+            )
 
     @property
     def client_id(self) -> str:
@@ -171,7 +200,8 @@ class PushConsumer:
             raise ValueError("subscribe to a topic before start()")
         if self._running:
             return
-        if self.member.message_model == CLUSTERING:
+        # POP reads the group's retry topic on the broker's side.
+        if self.member.message_model == CLUSTERING and self.pop is None:
             retry_topic = RETRY_GROUP_TOPIC_PREFIX + self.group
             self.member.subscribe(retry_topic, "*")
         self._slots = asyncio.Semaphore(self.consume_concurrency)
@@ -181,16 +211,19 @@ class PushConsumer:
             )
         self._running = True
         # As the Java client: routes, a heartbeat to every broker in them, a rebalance at once.
-        settled = await self.member.rebalance(self._apply, heartbeat=True)
+        apply = self._apply if self.pop is None else self.pop.apply
+        settled = await self.member.rebalance(apply, heartbeat=True)
         loop = asyncio.get_running_loop()
         maintain = self.member.maintain(
-            self._apply,
+            apply,
             running=lambda: self._running,
             rebalance_interval_s=self.rebalance_interval_s,
             heartbeat_interval_s=self.heartbeat_interval_s,
             settled=settled,
         )
-        self._tasks = [loop.create_task(maintain), loop.create_task(self._persist_loop())]
+        self._tasks = [loop.create_task(maintain)]
+        if self.pop is None:
+            self._tasks.append(loop.create_task(self._persist_loop()))
 
     async def close(self, *, drain_timeout_s: float = 10.0) -> None:
         """Stop pulling, let running listeners finish, commit offsets, leave the group."""
@@ -206,6 +239,8 @@ class PushConsumer:
         # Bounded: on 3.11 a cancel that races a reply can be swallowed by wait_for, and the
         # loops then end by their flags after at most one more long poll.
         await asyncio.wait(tasks, timeout=self.suspend_s + 1)
+        if self.pop is not None:
+            await self.pop.close(drain_timeout_s)
         if self._consuming:
             await asyncio.wait(self._consuming, timeout=drain_timeout_s)
         try:
@@ -321,20 +356,32 @@ class PushConsumer:
         self._consuming.add(task)
         task.add_done_callback(self._consuming.discard)
 
+    async def _listen(self, messages: list[ReceivedMessage]) -> ConsumeStatus | None:
+        """The listener's answer; RECONSUME_LATER when it raised."""
+        assert self.listener is not None
+        try:
+            if self._executor is not None:
+                loop = asyncio.get_running_loop()
+                status = await loop.run_in_executor(self._executor, self.listener, messages)
+            else:
+                status = await self.listener(messages)  # type: ignore[misc]
+            return status  # type: ignore[return-value]
+        except Exception as exc:
+            log.warning("client.listener_failed", group=self.group, error=repr(exc))
+            return ConsumeStatus.RECONSUME_LATER
+
+    async def _consume_popped(self, messages: list[PoppedMessage]) -> bool:
+        assert self._slots is not None
+        async with self._slots:
+            status = await self._listen(list(messages))
+        return status is not ConsumeStatus.RECONSUME_LATER
+
     async def _consume(self, pq: _ProcessQueue, messages: list[ReceivedMessage]) -> None:
-        assert self._slots is not None and self.listener is not None
+        assert self._slots is not None
         async with self._slots:
             if pq.dropped:
                 return
-            try:
-                if self._executor is not None:
-                    loop = asyncio.get_running_loop()
-                    status = await loop.run_in_executor(self._executor, self.listener, messages)
-                else:
-                    status = await self.listener(messages)  # type: ignore[misc]
-            except Exception as exc:
-                log.warning("client.listener_failed", group=self.group, error=repr(exc))
-                status = ConsumeStatus.RECONSUME_LATER
+            status = await self._listen(messages)
             pq.last_consume_ms = int(time.time() * 1000)
         if status is ConsumeStatus.RECONSUME_LATER and self.member.message_model == CLUSTERING:
             retry_locally = [m for m in messages if not await self._send_back(m)]

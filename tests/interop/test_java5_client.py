@@ -26,7 +26,7 @@ from tests.interop.scenarios import (
 )
 
 # A worker of its own: these scenarios start JVMs for seconds each, beside the POP scenarios'.
-pytestmark = [pytest.mark.interop, pytest.mark.xdist_group(name="java5")]
+pytestmark = [pytest.mark.interop, pytest.mark.xdist_group(name="rocketmq5-clients")]
 
 CLOCK_SLACK_MS = 100  # born and store times are read from the same machine clock
 TIMER_LATE_MS = 2000  # the timer's one-second tick, and a slow shared machine
