@@ -410,12 +410,12 @@ def popped_handles(
     out = []
     for record in message_records(body):
         handle = record.properties().get(PROPERTY_POP_CK) if b"POP_CK" in body else None
-        retry = retry_flag(record.topic)
         if handle is None:
+            retry = retry_flag(record.topic)
             key = (retry, record.queue_id)
             if key not in starts:
                 raise LoadError(f"a popped message of queue {key} not in startOffsetInfo")
-            handle = ExtraInfo(
+            extra = ExtraInfo(
                 starts[key],
                 reply.pop_time,
                 reply.invisible_time,
@@ -424,8 +424,10 @@ def popped_handles(
                 broker,
                 record.queue_id,
                 record.queue_offset,
-            ).encode()
-        extra = ExtraInfo.decode(handle)
+            )
+            handle = extra.encode()
+        else:
+            extra = ExtraInfo.decode(handle)
         if extra.queue_offset is None:
             raise LoadError(f"handle {handle!r} names no message offset")
         out.append((extra.real_topic(topic, group), extra.queue_id, handle, extra.queue_offset))
