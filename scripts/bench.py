@@ -1,18 +1,23 @@
 """Sidewinder against RocketMQ and Redis Streams, in one run on this machine: two tables.
 
-    .venv/bin/python scripts/bench.py                                 # both tables, 15 minutes
+    .venv/bin/python scripts/bench.py                                 # both tables, 20 minutes
     .venv/bin/python scripts/bench.py --quick --targets sidewinder    # a smoke run, about 20 s
+    .venv/bin/python scripts/bench.py --quick --targets sidewinder rocketmq5 --rows pop
 
 Broker-bound (scripts/bench_broker.py, with the lean generator of scripts/loadgen.py): raw
-uvloop protocols sending pre-encoded SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE / PULL_MESSAGE frames
-(XADD / XREAD to Redis), replies matched by opaque, 4 connections × 64 in flight. The generator
-prints its own CPU: 0.03-0.14 cores against Sidewinder, 0.15-0.4 against RocketMQ, so the broker
-is what is measured.
-Sidewinder, RocketMQ 4.9.7 and Redis run side by side and take turns in short slices. Rows:
-produce 1 KiB ASYNC_FLUSH and SYNC_FLUSH, consume (pull 32), the unloaded SYNC_FLUSH ack
-(window 1), 128 B and 4 KiB bodies, batch send. Per row: msg/s, ack p50/p99, broker CPU-seconds
-per 100,000 messages, broker RSS, and Sidewinder / RocketMQ. It exits 1 if a send went
-unanswered or was refused, or if a pull did not read back exactly what was produced.
+uvloop protocols sending pre-encoded SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE / PULL_MESSAGE /
+POP_MESSAGE / ACK_MESSAGE frames (XADD / XREAD to Redis), replies matched by opaque, 4
+connections × 64 in flight. The generator prints its own CPU: 0.03-0.14 cores against
+Sidewinder, 0.15-0.4 against RocketMQ, so the broker is what is measured.
+The sides (`--targets`): Sidewinder, RocketMQ 4.9.7, RocketMQ 5.3.2 (the real 5.x broker, same
+broker.conf and heap as 4.9.7) and Redis, side by side, taking turns in short slices. The rows
+(`--rows`): produce 1 KiB ASYNC_FLUSH and SYNC_FLUSH, consume (pull 32), the unloaded SYNC_FLUSH
+ack (window 1), 128 B and 4 KiB bodies, batch send, and pop (RocketMQ 5's POP consumption: pop
+32 from any queue, ack each message; only Sidewinder and RocketMQ 5.3.2 serve it). Per row:
+msg/s, ack p50/p99, broker CPU-seconds per 100,000 messages, broker RSS, and Sidewinder /
+RocketMQ 4.9.7 and Sidewinder / RocketMQ 5.3.2. It exits 1 if a send, pop or ack went
+unanswered or was refused, if a pull did not read back exactly what was produced, or if a
+popped message was not acked.
 
 Client-bound (`--tables client`): for each flush mode and each cluster (RocketMQ 4.9.x, then
 Sidewinder), a fresh name server + broker with the same settings runs
@@ -292,7 +297,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         nargs="+",
         choices=list(bench_broker.SIDES),
         default=list(bench_broker.SIDES),
-        help="the sides of the broker-bound table (default: all three)",
+        help="the sides of the broker-bound table (default: all four)",
+    )
+    parser.add_argument(
+        "--rows",
+        nargs="+",
+        choices=[row.key for row in bench_broker.ROWS],
+        default=[row.key for row in bench_broker.ROWS],
+        metavar="ROW",
+        help="the rows of the broker-bound table (default: all); consume and pop bring the "
+        "produce row that fills their topic. One of: "
+        + ", ".join(row.key for row in bench_broker.ROWS),
     )
     parser.add_argument("--slice-seconds", type=float, default=5.0, help="broker-bound slice")
     parser.add_argument("--rounds", type=int, default=3, help="counted slices per row and side")
@@ -331,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         warm_passes=args.warm_passes,
         sides=tuple(s for s in bench_broker.SIDES if s in args.targets),
         flushes=("async", "sync") if args.flush == "both" else (args.flush,),
+        rows=bench_broker.with_sources(args.rows),
     )
     root = Path(tempfile.mkdtemp(prefix="bench-"))
     run: bench_broker.Run | None = None

@@ -19,6 +19,16 @@ RocketMQ's remoting protocol (Sidewinder and RocketMQ alike):
   with one write of as many new frames.
 - PULL_MESSAGE: batch 32, one request in flight per queue, from given offsets up to given
   targets (what was produced); a reply's records are counted by walking their size fields.
+- POP_MESSAGE + ACK_MESSAGE (RocketMQ 5): `window` consumers per connection, each popping up to
+  32 messages of any queue (queueId -1, invisible for 60 s) and acking every one it got with its
+  own ACK_MESSAGE, as RocketMQ 5's gRPC clients do (all written at once), then popping again
+  when its acks are answered. Pop and ack headers are templates split around their slots (born
+  time, handle, offset, opaque); a pop reply's header and records are decoded with the
+  protocol package (PopMessageResponseHeader, message_records) and each handle built as the
+  client builds it (ExtraInfo). Only the acks' round trips are the latencies.
+
+    pops = pop_templates("BenchLean1K", "bench_pop", "broker-a")
+    load = uvloop.run(pop(addr, pops, 100_000, 4, 2, seconds=5, meter=meter))
 
 The same shapes against Redis Streams are in loadgen_redis.py.
 """
@@ -43,7 +53,20 @@ from sidewinder.protocol.headers import (
     SendMessageRequestHeader,
 )
 from sidewinder.protocol.message import MessageConst, encode_properties
-from sidewinder.remoting.codec import encode_frame, encode_json_header
+from sidewinder.protocol.pop import (
+    POLLING_FULL,
+    POLLING_TIMEOUT,
+    PROPERTY_POP_CK,
+    AckMessageRequestHeader,
+    ExtraInfo,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+    PopRequestCode,
+    parse_start_offsets,
+    retry_flag,
+)
+from sidewinder.protocol.record import message_records
+from sidewinder.remoting.codec import decode_json_header, encode_frame, encode_json_header
 
 OPAQUE_BASE = 1_000_000_000  # 10 digits from here up to 2**31 - 1: patched in place
 UNIQ_COUNTER_DIGITS = 12  # the UNIQ_KEY's last 12 of 32 hex digits: see SendTemplate
@@ -51,6 +74,10 @@ PULL_BATCH = 32
 PULL_RETRY_S = 0.001  # a queue whose ConsumeQueue lags what was acknowledged asks again
 GROUP = "bench_lean_producer"
 CONSUMER_GROUP = "bench_lean_consumer"
+POP_BATCH = 32  # maxMsgNums of a pop (RocketMQ 5's ceiling)
+POP_INVISIBLE_MS = 60_000
+POP_RETRY_S = 0.001  # a pop that found nothing while messages are left asks again
+POP_DRAIN_S = 30.0
 TAGS = "TagA"
 CONNECT_TIMEOUT_S = 10.0
 RECEIVE_BUFFER = 1 << 20  # grows when a frame needs more
@@ -60,6 +87,7 @@ _I32 = struct.Struct(">i")
 _BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
 _NEXT_OFFSET = re.compile(rb'"nextBeginOffset":"?(\d+)')
 _PULL_EMPTY = (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY)
+_POP_EMPTY = (POLLING_TIMEOUT, POLLING_FULL)
 _OFFSET_SENTINEL = 987_654_321_987_654  # a queue offset no run reaches, split out of the header
 
 
@@ -99,6 +127,7 @@ class Load:
     """What one load slice did: counts, per-request latencies, and per-queue successes."""
 
     messages: int = 0  # acknowledged (or pulled) messages
+    received: int = 0  # messages pops handed out (each then acked)
     requests: int = 0  # requests sent
     answered: int = 0  # replies received
     failed: dict[int, int] = field(default_factory=dict)  # response code -> requests
@@ -276,6 +305,133 @@ def pull_templates(topic: str, *, queues: int) -> list[PullTemplate]:
         middle, tail = rest.split(b"%d" % OPAQUE_BASE)
         templates.append(PullTemplate(head, middle, tail))
     return templates
+
+
+@dataclass(frozen=True)
+class HeaderTemplate:
+    """A body-less request frame (a JSON header only) in pieces around its slots: `render`
+    takes one value per slot, in the order the template was built with."""
+
+    pieces: tuple[bytes, ...]
+    order: tuple[int, ...]  # which value goes into each gap, in the frame's order
+
+    def render(self, *values: bytes) -> bytes:
+        pieces = self.pieces
+        parts = [pieces[0]]
+        for gap, index in enumerate(self.order, 1):
+            parts += (values[index], pieces[gap])
+        header = b"".join(parts)
+        return _PREFIX.pack(4 + len(header), len(header)) + header
+
+
+def header_template(code: int, ext: dict[str, str], slots: Sequence[str]) -> HeaderTemplate:
+    """The request `code` with `ext`, its fields named in `slots` left open ("opaque": the
+    command's opaque), encoded once by the codec."""
+    marks = {name: f"@slot{n}@" for n, name in enumerate(slots) if name != "opaque"}
+    missing = set(marks) - set(ext)
+    if missing:
+        raise LoadError(f"slots {sorted(missing)} are not fields of the header")
+    encoded = encode_json_header(_command(code, ext | marks, None))
+    found = []  # (where, length, slot)
+    for n, name in enumerate(slots):
+        if name == "opaque":
+            needle = b'"opaque":%d' % OPAQUE_BASE
+            skip, length = len(b'"opaque":'), len(b"%d" % OPAQUE_BASE)
+        else:
+            needle, skip, length = marks[name].encode(), 0, len(marks[name])
+        if encoded.count(needle) != 1:
+            raise LoadError(f"slot {name!r} is not in the header exactly once")
+        found.append((encoded.index(needle) + skip, length, n))
+    found.sort()
+    edges = [0, *(x for at, length, _ in found for x in (at, at + length)), len(encoded)]
+    pieces = tuple(encoded[a:b] for a, b in zip(edges[::2], edges[1::2], strict=True))
+    return HeaderTemplate(pieces, tuple(n for _, _, n in found))
+
+
+@dataclass(frozen=True)
+class PopTemplates:
+    """What a POP + ACK load sends: the pop (slots bornTime, opaque) and the ack (slots topic,
+    queueId, extraInfo, offset, opaque) of one group on one topic."""
+
+    topic: str
+    group: str
+    broker_name: str
+    pop: HeaderTemplate
+    ack: HeaderTemplate
+
+
+def pop_templates(topic: str, group: str, broker_name: str) -> PopTemplates:
+    """POP_MESSAGE as RocketMQ 5's client sends it (any queue, 32, invisible 60 s, no long
+    polling, tag "*", the group's first pop from the queue's start) and its ACK_MESSAGE."""
+    pop_header = PopMessageRequestHeader(
+        consumer_group=group,
+        topic=topic,
+        queue_id=-1,
+        max_msg_nums=POP_BATCH,
+        invisible_time=POP_INVISIBLE_MS,
+        poll_time=0,
+        born_time=0,  # a slot: the broker answers 210 to a pop born too long ago
+        init_mode=0,  # ConsumeInitMode.MIN
+        exp_type="TAG",
+        exp="*",
+        broker_name=broker_name,
+    )
+    ack_header = AckMessageRequestHeader(
+        consumer_group=group,
+        topic=topic,
+        queue_id=0,
+        extra_info="",
+        offset=0,
+        broker_name=broker_name,
+    )
+    return PopTemplates(
+        topic,
+        group,
+        broker_name,
+        header_template(PopRequestCode.POP_MESSAGE, pop_header.to_ext(), ("bornTime", "opaque")),
+        header_template(
+            PopRequestCode.ACK_MESSAGE,
+            ack_header.to_ext(),
+            ("topic", "queueId", "extraInfo", "offset", "opaque"),
+        ),
+    )
+
+
+def popped_handles(
+    templates: PopTemplates, header: bytes | bytearray | memoryview, body: bytes
+) -> list[tuple[str, int, str, int]]:
+    """(topic to ack on, queueId, handle, queue offset) of each message of a pop reply, the
+    handle built as RocketMQ 5's client builds it (MQClientAPIImpl.processPopResponse): its
+    POP_CK property, or the reply's popTime, invisibleTime and reviveQid with the queue's
+    check point start offset from startOffsetInfo."""
+    reply = PopMessageResponseHeader.from_ext(decode_json_header(header).ext_fields)
+    starts = parse_start_offsets(reply.start_offset_info)
+    topic, group, broker = templates.topic, templates.group, templates.broker_name
+    out = []
+    for record in message_records(body):
+        handle = record.properties().get(PROPERTY_POP_CK) if b"POP_CK" in body else None
+        if handle is None:
+            retry = retry_flag(record.topic)
+            key = (retry, record.queue_id)
+            if key not in starts:
+                raise LoadError(f"a popped message of queue {key} not in startOffsetInfo")
+            extra = ExtraInfo(
+                starts[key],
+                reply.pop_time,
+                reply.invisible_time,
+                reply.revive_qid,
+                retry,
+                broker,
+                record.queue_id,
+                record.queue_offset,
+            )
+            handle = extra.encode()
+        else:
+            extra = ExtraInfo.decode(handle)
+        if extra.queue_offset is None:
+            raise LoadError(f"handle {handle!r} names no message offset")
+        out.append((extra.real_topic(topic, group), extra.queue_id, handle, extra.queue_offset))
+    return out
 
 
 # -- connections ----------------------------------------------------------------------------------
@@ -570,6 +726,114 @@ class PullConnection(_RemotingLoad, Reader):
         self.read(queue)
 
 
+@dataclass
+class PopBudget:
+    """Messages left to pop, shared by a load's connections: no pop goes out at 0."""
+
+    left: int
+
+
+class PopConnection(_RemotingLoad, LoadProtocol):
+    """`window` consumers: each pops, acks every message it got (one ACK_MESSAGE each, written
+    together) and pops again once they are all answered, until the deadline or the budget."""
+
+    def __init__(
+        self,
+        done: asyncio.Future[None],
+        templates: PopTemplates,
+        window: int,
+        budget: PopBudget,
+        load: Load,
+    ) -> None:
+        super().__init__(done)
+        self.templates = templates
+        self.budget = budget
+        self.load = load
+        self.deadline_ns = 0  # set when the load starts
+        self.pending: dict[int, tuple[int, int, bool]] = {}  # opaque -> (consumer, sent, ack?)
+        self.acks_left = [0] * window
+        self.next_opaque = OPAQUE_BASE
+        self.empty = 0  # pops that found nothing while the budget said there was more
+        self.pop_latencies_ns: list[int] = []
+
+    def pop(self, consumer: int) -> None:
+        now = time.perf_counter_ns()
+        if now >= self.deadline_ns or self.budget.left <= 0:
+            self.finish_if_idle()
+            return
+        opaque = self._sent(consumer, now, False)
+        born = b"%d" % (time.time_ns() // 1_000_000)
+        assert self.transport is not None
+        self.transport.write(self.templates.pop.render(born, b"%d" % opaque))
+
+    def _sent(self, consumer: int, now: int, ack: bool) -> int:
+        opaque = self.next_opaque
+        self.next_opaque += 1
+        self.pending[opaque] = (consumer, now, ack)
+        self.inflight += 1
+        self.load.requests += 1
+        return opaque
+
+    def on_frames(self, buf: bytearray, end: int, now: int) -> int:
+        at, load, acks_left = 0, self.load, self.acks_left
+        while (frame := _frame_at(buf, at, end)) is not None:
+            header_end, frame_end = frame
+            consumer, sent, is_ack = self.pending.pop(_opaque(buf, at, header_end))
+            self.inflight -= 1
+            load.answered += 1
+            ok = buf.startswith(b'{"code":0,', at + 8)
+            if is_ack:
+                load.latencies_ns.append(now - sent)
+                if ok:
+                    load.messages += 1
+                else:
+                    self._failed(_code(buf, at + 8, header_end))
+                acks_left[consumer] -= 1
+                if acks_left[consumer] == 0:
+                    self.pop(consumer)
+            else:
+                self.pop_latencies_ns.append(now - sent)
+                if ok:
+                    self._ack(consumer, buf[at + 8 : header_end], bytes(buf[header_end:frame_end]))
+                elif (code := _code(buf, at + 8, header_end)) in _POP_EMPTY:
+                    self.empty += 1  # nothing in reach yet (a queue behind, or locked)
+                    self.inflight += 1  # the retry is as good as in flight
+                    asyncio.get_running_loop().call_later(POP_RETRY_S, self._retry, consumer)
+                else:
+                    self._failed(code)  # this consumer stops
+            at = frame_end
+        self.finish_if_idle()
+        return at
+
+    def _ack(self, consumer: int, header: bytearray, body: bytes) -> None:
+        handles = popped_handles(self.templates, header, body)
+        if not handles:
+            raise LoadError("a pop answered SUCCESS with no message")
+        self.load.received += len(handles)
+        self.budget.left -= len(handles)
+        self.acks_left[consumer] = len(handles)
+        now, render = time.perf_counter_ns(), self.templates.ack.render
+        frames = [
+            render(
+                topic.encode(),
+                b"%d" % queue_id,
+                handle.encode(),
+                b"%d" % offset,
+                b"%d" % self._sent(consumer, now, True),
+            )
+            for topic, queue_id, handle, offset in handles
+        ]
+        assert self.transport is not None
+        self.transport.write(b"".join(frames))
+
+    def _failed(self, code: int) -> None:
+        self.load.failed[code] = self.load.failed.get(code, 0) + 1
+
+    def _retry(self, consumer: int) -> None:
+        self.inflight -= 1
+        self.pop(consumer)
+
+
 def _count_records(buf: bytearray, start: int, end: int) -> int:
     """How many stored records a pull body holds (each opens with its total size)."""
     count, unpack = 0, _I32.unpack_from
@@ -599,10 +863,14 @@ async def closed_loop(
     """`connections` × `window` requests in flight for `seconds`, then every reply awaited;
     `make(done, first_queue)` builds a connection."""
     loop = asyncio.get_running_loop()
+
+    def factory(first: int) -> Callable[[], Sender]:
+        return lambda: make(loop.create_future(), first)
+
     conns = []
     for n in range(connections):
-        first = n * queues // connections  # each connection starts on its own queue
-        conns.append(await connect(addr, lambda f=first: make(loop.create_future(), f)))
+        # each connection starts on its own queue
+        conns.append(await connect(addr, factory(n * queues // connections)))
 
     def start() -> None:
         now = time.perf_counter_ns()
@@ -683,3 +951,47 @@ async def pull(
         meter=meter,
         load=load,
     )
+
+
+async def pop(
+    addr: tuple[str, int],
+    templates: PopTemplates,
+    budget: int,
+    connections: int,
+    window: int,
+    *,
+    seconds: float,
+    meter: Meter,
+) -> Load:
+    """`connections` × `window` consumers popping and acking for `seconds`, or until `budget`
+    messages were handed out; then every reply awaited. The latencies are the acks'."""
+    loop = asyncio.get_running_loop()
+    load = Load()
+    shared = PopBudget(budget)
+    conns = [
+        await connect(
+            addr, lambda: PopConnection(loop.create_future(), templates, window, shared, load)
+        )
+        for _ in range(connections)
+    ]
+
+    def start() -> None:
+        deadline = time.perf_counter_ns() + int(seconds * 1e9)
+        for conn in conns:
+            conn.deadline_ns = deadline
+            for consumer in range(window):
+                conn.pop(consumer)
+            conn.finish_if_idle()
+
+    load.seconds = await run_load(conns, start, meter, seconds + POP_DRAIN_S)
+    pops = sorted(x for conn in conns for x in conn.pop_latencies_ns)
+    if pops:
+        load.notes.append(
+            f"{len(pops)} pops, round trip p50 {percentile_ms(pops, 50):.3f} ms, "
+            f"p99 {percentile_ms(pops, 99):.3f} ms"
+        )
+    if empty := sum(conn.empty for conn in conns):
+        load.notes.append(f"{empty} pops found nothing yet and were asked again")
+    if shared.left <= 0:
+        load.notes.append("every message produced so far was popped: the slice ended early")
+    return load
