@@ -4,6 +4,7 @@ changes (as RocketMQ 5.3.2 answers them)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -12,7 +13,8 @@ import pytest
 
 from interop.target import ClusterTarget
 from sidewinder.client.producer import Message, Producer
-from sidewinder.protocol.codes import ResponseCode
+from sidewinder.client.pulling import queue_bound
+from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.pop import (
     INVALID_PARAMETER,
@@ -136,7 +138,12 @@ async def test_refused_acks_and_changes(
     broker = pop_target.broker_addr
     producer = Producer(unique("PopBadAckP"), pop_target.namesrv_addr)
     async with closing(producer):
-        await producer.send(Message(topic, b"one"))
+        sent = await producer.send(Message(topic, b"one"))
+    # In the queue before the offset checks: the send's answer can come before its dispatch.
+    deadline = time.monotonic() + 10
+    while await queue_bound(remoting, broker, sent.queue, RequestCode.GET_MAX_OFFSET) < 1:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
     missing = unique("PopBadAckNoTopic")
     for build in (ack_request, change_request):
         name = build.__name__

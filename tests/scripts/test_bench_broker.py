@@ -3,9 +3,7 @@ quick mode runs end to end against Sidewinder with every count adding up (no spe
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from sidewinder.protocol.headers import (
 )
 from sidewinder.protocol.message import decode_properties
 from sidewinder.remoting.codec import decode_frame
+from tests.scripts.quick_bench import quick_bench
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 
@@ -75,29 +74,10 @@ def test_pull_frames_carry_the_offset_and_opaque() -> None:
 
 
 def test_quick_run_against_sidewinder_adds_up(tmp_path: Path) -> None:
-    raw = tmp_path / "bench.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO_ROOT / "scripts" / "bench.py"),
-            *("--quick", "--targets", "sidewinder", "--json", str(raw)),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    table = {
-        cells[0]: cells[1:]
-        for line in proc.stdout.splitlines()
-        if line.startswith("| ") and not line.startswith("| row ")
-        for cells in [[c.strip() for c in line.strip("|").split("|")]]
-    }
+    run = quick_bench(tmp_path, "--targets", "sidewinder", "--json", str(tmp_path / "bench.json"))
     for row in ROWS:
-        rate = table[row.label][0].split(" ")[0]  # "13,400 (12,900–14,000)"
-        assert float(rate.replace(",", "")) > 0, (row.label, table[row.label])
-    figures = json.loads(raw.read_text())["broker_bound"]
+        assert run.rate(row.label) > 0, (row.label, run.table[row.label])
+    figures = run.figures
     counts = figures["checks"]["sidewinder"]
     assert counts["requests"] == counts["answered"] > 0
     assert counts["failed"] == 0

@@ -4,8 +4,6 @@ row against Sidewinder pops and acks with nothing refused (no speed asserted).""
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from sidewinder.protocol.pop import (
 from sidewinder.protocol.record import MessageToStore, encode_record
 from sidewinder.remoting.codec import decode_frame, encode_json_header
 from tests.interop.pop_requests import popped
+from tests.scripts.quick_bench import quick_bench
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 
@@ -105,28 +104,11 @@ def test_picking_the_pop_row_brings_the_produce_row_that_fills_its_topic() -> No
 
 
 def test_quick_pop_row_against_sidewinder_acks_all_it_popped(tmp_path: Path) -> None:
-    raw = tmp_path / "bench.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO_ROOT / "scripts" / "bench.py"),
-            *("--quick", "--targets", "sidewinder", "--rows", "pop", "--json", str(raw)),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
+    run = quick_bench(
+        tmp_path, "--targets", "sidewinder", "--rows", "pop", "--json", str(tmp_path / "bench.json")
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    table = {
-        cells[0]: cells[1:]
-        for line in proc.stdout.splitlines()
-        if line.startswith("| ") and not line.startswith("| row ")
-        for cells in [[c.strip() for c in line.strip("|").split("|")]]
-    }
-    rate = table[POP_ROW.label][0].split(" ")[0]  # "13,400 (12,900–14,000)"
-    assert float(rate.replace(",", "")) > 0, table[POP_ROW.label]
-    figures = json.loads(raw.read_text())["broker_bound"]
+    assert run.rate(POP_ROW.label) > 0, run.table[POP_ROW.label]
+    figures = run.figures
     counts = figures["checks"]["sidewinder"]
     assert counts["failed"] == 0
     assert counts["pop_requests"] == counts["pop_answered"] > 0
