@@ -19,6 +19,7 @@ from tests.interop.scenarios import (
     assert_received_all,
     by_index,
     consume,
+    killing,
     new_topic,
     produce_all,
     start_consumer,
@@ -54,15 +55,18 @@ def test_orderly_consumer_gets_each_queue_in_order(pop_target: ClusterTarget) ->
     assert offsets == sorted(offsets), offsets
 
 
-@pytest.mark.parametrize("selector", ["tags", "sql"])
-def test_filters_deliver_only_what_matches(pop_target: ClusterTarget, selector: str) -> None:
-    topic = new_topic(pop_target, f"J5Filter_{selector}")
-    group = unique("PG")
-    wanted = produce_all(pop_target, JAVA5, topic, 6, group=group, tag="TagA")
-    produce_all(pop_target, JAVA5, topic, 6, group=group, tag="TagB", start=6)
-    subscription = {"tags": "TagA"} if selector == "tags" else {"sql": "TAGS = 'TagA'"}
-    run = consume(pop_target, JAVA5, topic, 6, group=unique("CG"), linger=2, **subscription)
-    assert_received_all(run, wanted, topic=topic, tags="TagA")
+def test_tag_and_sql_filters_deliver_only_what_matches(pop_target: ClusterTarget) -> None:
+    topic = new_topic(pop_target, "J5Filter")
+    by_tags = start_consumer(pop_target, JAVA5, topic, 6, group=unique("CG"), tags="TagA", linger=2)
+    by_sql = start_consumer(
+        pop_target, JAVA5, topic, 6, group=unique("CG"), sql="TAGS = 'TagA'", linger=2
+    )
+    with killing(by_tags, by_sql):
+        group = unique("PG")
+        wanted = produce_all(pop_target, JAVA5, topic, 6, group=group, tag="TagA")
+        produce_all(pop_target, JAVA5, topic, 6, group=group, tag="TagB", start=6)
+        for consumer in (by_tags, by_sql):
+            assert_received_all(consumer.wait().check(), wanted, topic=topic, tags="TagA")
 
 
 def test_reconsume_later_comes_back_through_the_retry_topic(pop_target: ClusterTarget) -> None:
@@ -85,19 +89,31 @@ def test_lite_pull_reads_what_was_sent(pop_target: ClusterTarget) -> None:
     assert_received_all(run, sent, topic=topic)
 
 
-@pytest.mark.parametrize("answer", ["commit", "rollback"])
-def test_transactions_commit_or_roll_back(pop_target: ClusterTarget, answer: str) -> None:
-    topic = new_topic(pop_target, f"J5Tx_{answer}")
-    run = run_driver(
-        JAVA5, "transact", namesrv=pop_target.namesrv_addr, topic=topic, group=unique("TXG"),
-        count=6, answer=f"unknown-{answer}", timeout_s=120,
-    ).check()  # fmt: skip
-    sent = by_index(run.sent())
-    assert {e["msgId"] for e in sent} <= {e["msgId"] for e in run.of("checked")}
-    # One plain message after the half messages: a consumer that got it and nothing else saw
-    # every rolled-back message stay unread.
+def test_transactions_commit_or_roll_back(pop_target: ClusterTarget) -> None:
+    """Half messages of two producers, one committing and one rolling back after the broker's
+    check: only the committed ones become readable."""
+    topic = new_topic(pop_target, "J5Tx")
+    runs = {
+        answer: run_driver(
+            JAVA5,
+            "transact",
+            namesrv=pop_target.namesrv_addr,
+            topic=topic,
+            group=unique("TXG"),
+            count=6,
+            answer=f"unknown-{answer}",
+            keys_prefix=f"{answer}-",
+            start=0 if answer == "commit" else 6,
+            timeout_s=120,
+        ).check()
+        for answer in ("commit", "rollback")
+    }
+    for run in runs.values():
+        assert {e["msgId"] for e in run.sent()} <= {e["msgId"] for e in run.of("checked")}
+    # One plain message after the half messages: a consumer that got it and the committed
+    # ones and nothing else saw every rolled-back message stay unread.
     marker = produce_all(pop_target, JAVA5, topic, 1, group=unique("PG"), start=100, queue=0)
-    expected = sent + marker if answer == "commit" else marker
+    expected = by_index(runs["commit"].sent()) + marker
     received = consume(pop_target, JAVA5, topic, len(expected), group=unique("CG"), linger=2)
     assert_received_all(received, expected, topic=topic)
 
@@ -122,23 +138,19 @@ def test_request_reply(pop_target: ClusterTarget) -> None:
     assert len(replier.wait().check().of("answered")) == 5
 
 
-@pytest.mark.parametrize(
-    "held",
-    [
-        # The test brokers' messageDelayLevel is "1s 2s 3s ..." (interop/rocketmq.py)
-        pytest.param({"delay_level": 3}, id="delay-level-3"),
-        pytest.param({"deliver_after_ms": 3000}, id="deliver-time"),
-    ],
-)
-def test_held_messages_arrive_on_time(pop_target: ClusterTarget, held: dict) -> None:
+def test_held_messages_arrive_on_time(pop_target: ClusterTarget) -> None:
+    """A delay level and `setDeliverTimeMs`, each holding messages 3 s (the test brokers'
+    messageDelayLevel is "1s 2s 3s ...", interop/rocketmq.py)."""
     hold_ms = 3000
     topic = new_topic(pop_target, "J5Held")
-    proc = start_consumer(pop_target, JAVA5, topic, 4, group=unique("CG"), timeout_s=60)
-    try:
-        sent = produce_all(pop_target, JAVA5, topic, 4, group=unique("PG"), **held)
+    proc = start_consumer(pop_target, JAVA5, topic, 8, group=unique("CG"), timeout_s=60)
+    with killing(proc):
+        group = unique("PG")
+        sent = produce_all(pop_target, JAVA5, topic, 4, group=group, delay_level=3)
+        sent += produce_all(
+            pop_target, JAVA5, topic, 4, group=group, deliver_after_ms=hold_ms, start=4
+        )
         run, seen = wait_with_arrivals(proc)
-    finally:
-        proc.kill()
     assert_received_all(run.check(), sent, topic=topic)
     for event, seen_at in zip(run.events, seen, strict=True):
         if event.get("event") != "received":
