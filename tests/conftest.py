@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from interop.fixtures import FIXTURE_NAMES, ensure_fixture
 from interop.target import DEFAULT_KINDS, POP_KINDS, ClusterTarget, create_target
@@ -21,6 +22,11 @@ def hot_path(request: pytest.FixtureRequest) -> Iterator[str]:
     with _hot_path.using(request.param):
         yield str(request.param)
 
+
+# No per-example deadline: on a loaded two-core machine (JVMs beside four workers) an example
+# can take seconds, and a timing is not what these properties are about.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 # The JVMs the suite starts (RocketMQ's daemons, mqadmin) start cheaply rather than run fast
 # (interop/jvm.py): most of them live for seconds. SIDEWINDER_JVM_PROFILE=server overrides.
@@ -43,9 +49,13 @@ def target_kind(request: pytest.FixtureRequest) -> str:
 
 
 def _shared_cluster(
-    kind: str, tmp_path_factory: pytest.TempPathFactory, *, discard: bool = False
+    kind: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    *,
+    discard: bool = False,
+    broker_conf: dict[str, str] | None = None,
 ) -> Iterator[ClusterTarget]:
-    cluster = create_target(kind, tmp_path_factory.mktemp(f"{kind}-shared"))
+    cluster = create_target(kind, tmp_path_factory.mktemp(f"{kind}-shared"), broker_conf)
     cluster.start()
     try:
         yield cluster
@@ -62,6 +72,10 @@ def target(target_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     yield from _shared_cluster(target_kind, tmp_path_factory)
 
 
+# RocketMQ 5.3.2 refuses RECALL_MESSAGE unless told otherwise; so does ours.
+POP_TARGET_CONF = {"recallMessageEnable": "true"}
+
+
 @pytest.fixture(scope="session", params=_POP_KINDS)
 def pop_target_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -74,7 +88,9 @@ def pop_target(
     """One running cluster of each 5.x kind (the RocketMQ 5.3.2 oracle and Sidewinder), shared
     by the session's scenarios of what 5.x brokers add (POP). Killed at the end, not stopped:
     nothing reads its store afterwards, and a 5.3.2 broker takes 15-30 s to stop gracefully."""
-    yield from _shared_cluster(pop_target_kind, tmp_path_factory, discard=True)
+    yield from _shared_cluster(
+        pop_target_kind, tmp_path_factory, discard=True, broker_conf=POP_TARGET_CONF
+    )
 
 
 @pytest.fixture

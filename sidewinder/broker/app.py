@@ -47,6 +47,7 @@ from sidewinder.broker.processors.end_transaction import EndTransactionProcessor
 from sidewinder.broker.processors.offsets import OffsetProcessor
 from sidewinder.broker.processors.pull import PullProcessor
 from sidewinder.broker.processors.query import QueryProcessor
+from sidewinder.broker.processors.recall import RecallProcessor
 from sidewinder.broker.processors.reply_message import ReplyProcessor
 from sidewinder.broker.processors.send_back import SendBackProcessor
 from sidewinder.broker.pull_stats import PullStats
@@ -270,6 +271,9 @@ class BrokerApp:
                 PeekMessageProcessor(self.pop),
                 NotificationProcessor(self.pop, self.pop_holds),
                 PollingInfoProcessor(self.pop, self.pop_holds),
+            ),
+            recall=RecallProcessor(
+                config, self.topics, self.store, timer, host_of(config.broker_addr)
             ),
         )
         if self.acl is not None:

@@ -95,6 +95,8 @@ class BrokerConfig(BaseModel):
     # RocketMQ 5's metadata and load-balancing keys (its BrokerConfig).
     enable_mixed_message_type: bool = False
     lite_pull_message_enable: bool = True
+    recall_message_enable: bool = False
+    allow_recall_when_broker_not_writeable: bool = True
     server_load_balancer_enable: bool = True
     default_message_request_mode: Literal["PULL", "POP"] = "PULL"
     default_pop_share_queue_num: int = -1

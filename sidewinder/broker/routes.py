@@ -30,6 +30,7 @@ from sidewinder.broker.processors.end_transaction import EndTransactionProcessor
 from sidewinder.broker.processors.offsets import OffsetProcessor
 from sidewinder.broker.processors.pull import PullProcessor
 from sidewinder.broker.processors.query import QueryProcessor
+from sidewinder.broker.processors.recall import RecallProcessor
 from sidewinder.broker.processors.replies import ByCode, Handler
 from sidewinder.broker.processors.reply_message import ReplyProcessor
 from sidewinder.broker.processors.send_back import SendBackProcessor
@@ -148,6 +149,7 @@ def build_routes(
     client_calls: ClientCallsProcessor,
     assignment: AssignmentProcessor,
     pop: PopHandlers | None = None,
+    recall: RecallProcessor | None = None,
 ) -> ProcessorTable:
     fast_failure = config.broker_fast_failure_enable
     table = ProcessorTable(default=NotSupported())
@@ -190,6 +192,8 @@ def build_routes(
             budget_ms=config.wait_time_mills_in_pull_queue if fast_failure else 0,
         ),
     )
+    if recall is not None:
+        table.register(recall, R.RECALL_MESSAGE)
     if pop is not None:
         # Held pops wait on the loop, as held pulls do.
         table.register(pop.pop, PopRequestCode.POP_MESSAGE, limits=Limits(concurrency=10_000))

@@ -51,6 +51,12 @@ from sidewinder.protocol.headers import (
     UnregisterClientRequestHeader,
 )
 from sidewinder.protocol.message import MessageConst, encode_properties
+from sidewinder.protocol.recall import (
+    RECALL_TAG,
+    RecallHandle,
+    RecallMessageRequestHeader,
+    RecallMessageResponseHeader,
+)
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.connection import RemotingError
 from sidewinder.remoting.dispatch import ProcessorTable
@@ -84,9 +90,6 @@ class Message:
     delay: float | None = None
 
 
-RECALL_TAG = "_RECALL_TAG_"  # RocketMQ 5's tag for a delete marker
-
-
 @dataclass(frozen=True)
 class SendResult:
     status: str
@@ -94,6 +97,8 @@ class SendResult:
     offset_msg_id: str  # the broker's (store host + CommitLog offset)
     queue: MessageQueue
     queue_offset: int
+    # A timer message's handle for recall_message (RocketMQ 5 brokers give one; 4.x do not).
+    recall_handle: str | None = None
 
 
 class _UniqueIds:
@@ -317,6 +322,26 @@ class Producer:
         )
         return await self.send(marker, queue=sent.queue)
 
+    async def recall_message(self, topic: str, recall_handle: str) -> str:
+        """Cancel a timer message not yet delivered by the recall handle its send's result
+        carries (RECALL_MESSAGE, RocketMQ 5.3.2's recallMessage): the message id recalled.
+        The broker must allow it (recallMessageEnable=true); ClientError otherwise, or for a
+        handle it cannot use (ILLEGAL_OPERATION: a bad handle, another topic, a time past)."""
+        try:
+            broker_name = RecallHandle.decode(recall_handle).broker_name
+        except ValueError as exc:
+            raise ClientError(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+        route = await self.routes.route(topic)
+        addr = route.master(broker_name) if route is not None else None
+        if addr is None:
+            raise ClientError(ResponseCode.TOPIC_NOT_EXIST, f"no route to {broker_name} of {topic}")
+        header = RecallMessageRequestHeader(topic, recall_handle, self.group, broker_name)
+        request = RemotingCommand.request(RequestCode.RECALL_MESSAGE, header.to_ext())
+        reply = await self.remoting.invoke(addr, request, self.send_timeout_s)
+        if reply.code != ResponseCode.SUCCESS:
+            raise ClientError(reply.code, reply.remark or "")
+        return RecallMessageResponseHeader.from_ext(reply.ext_fields).msg_id
+
     async def send_oneway(self, message: Message) -> None:
         target = await self._pick(message.topic, None, set())
         header = self._header(message, target, self._properties(message, self._ids.next()))
@@ -455,6 +480,7 @@ class Producer:
             header.msg_id,
             MessageQueue(queue.topic, queue.broker_name, header.queue_id),
             header.queue_offset,
+            (reply.ext_fields or {}).get("recallHandle"),
         )
 
 

@@ -93,6 +93,7 @@ class RequestCode(IntEnum):
     # RocketMQ 5's metadata and load-balancing codes.
     GET_SUBSCRIPTIONGROUP_CONFIG = 352
     LITE_PULL_MESSAGE = 361
+    RECALL_MESSAGE = 370
     QUERY_ASSIGNMENT = 400
     SET_MESSAGE_REQUEST_MODE = 401
     GET_ALL_MESSAGE_REQUEST_MODE = 402

@@ -69,6 +69,13 @@ def _pull(request: RemotingCommand) -> Needed:
     return out
 
 
+def _recall(request: RemotingCommand) -> Needed:
+    """RocketMQ 5 marks RECALL_MESSAGE a PUB action on its topic."""
+    out: Needed = {}
+    _add(out, (request.ext_fields or {}).get("topic"), PUB)
+    return out
+
+
 def _query(request: RemotingCommand) -> Needed:
     out: Needed = {}
     _add(out, (request.ext_fields or {}).get("topic"), SUB)
@@ -117,6 +124,7 @@ _BY_CODE: dict[int, Callable[[RemotingCommand], Needed]] = {
     R.UNREGISTER_CLIENT: _unregister,
     R.GET_CONSUMER_LIST_BY_GROUP: _consumer_list,
     R.UPDATE_CONSUMER_OFFSET: _update_offset,
+    R.RECALL_MESSAGE: _recall,
 }
 
 

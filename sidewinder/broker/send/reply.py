@@ -7,7 +7,8 @@
 
 A SUCCESS reply to a JSON request comes from a pre-encoded template (SendReplyFrames): byte for
 byte the frame the generic encode gives (tests/broker/send compare the two); any other
-serialize type, and every other outcome, is encoded the generic way.
+serialize type, a message the timer holds (its reply carries RocketMQ 5's recall handle), and
+every other outcome, is encoded the generic way.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.send.body import unavailable
 from sidewinder.broker.send.request import SendRequest
 from sidewinder.broker.send.route import Routed
+from sidewinder.broker.topics import RETRY_GROUP_TOPIC_PREFIX, TIMER_TOPIC
 from sidewinder.protocol.batch_record import BatchToStore
 from sidewinder.protocol.codes import (
     CURRENT_VERSION,
@@ -31,8 +33,9 @@ from sidewinder.protocol.codes import (
 )
 from sidewinder.protocol.command import ONEWAY_FLAG, RemotingCommand
 from sidewinder.protocol.headers import SendMessageResponseHeader
-from sidewinder.protocol.message import encode_offset_msg_id
-from sidewinder.protocol.record import Host
+from sidewinder.protocol.message import MessageConst, decode_properties, encode_offset_msg_id
+from sidewinder.protocol.recall import recall_handle
+from sidewinder.protocol.record import Host, MessageToStore
 from sidewinder.remoting.codec import encode_frame
 from sidewinder.remoting.dispatch import error_reply
 from sidewinder.store.message_store import MessageRun, PutStatus
@@ -46,6 +49,7 @@ STORED_CODES = {
     PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
 
+_TIMER_TOPIC = TIMER_TOPIC.encode()
 _PREFIX = struct.Struct(">ii")
 _JSON_TYPE = SerializeType.JSON << 24
 
@@ -115,7 +119,7 @@ class SendReplies:
             if request.flag & ONEWAY_FLAG:
                 continue
             opaque = request.opaque
-            if request.serialize_type is not json:
+            if request.serialize_type is not json or item.topic == _TIMER_TOPIC:
                 out.append(encode_frame(self.stored(routed, phys[n], offsets[n])))
             elif item.batch:
                 assert isinstance(item, BatchToStore | MessageRun)
@@ -141,7 +145,21 @@ class SendReplies:
         ext = SendMessageResponseHeader(msg_ids, queue_id, offset).to_ext()
         ext["MSG_REGION"] = self.config.region_id
         ext["TRACE_ON"] = "true" if self.config.trace_on else "false"
+        if isinstance(item, MessageToStore) and item.topic == _TIMER_TOPIC:
+            handle = self._recall_handle(item)
+            if handle is not None:
+                ext["recallHandle"] = handle
         return _command(request).reply(STORED_CODES[status], remark or None, ext_fields=ext)
+
+    def _recall_handle(self, item: MessageToStore) -> str | None:
+        """A timer message's recall handle (attachRecallHandle): its topic, this broker, its
+        slot's time plus one, its UNIQ_KEY; none for a retry topic's message."""
+        props = decode_properties(item.properties)
+        slot_ms, topic = props.get(MessageConst.TIMER_OUT_MS), props.get(MessageConst.REAL_TOPIC)
+        if not slot_ms or not topic or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return None
+        uniq = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
+        return recall_handle(topic, self.config.broker_name, int(slot_ms) + 1, uniq)
 
     @staticmethod
     def unavailable(request: SendRequest, remark: str) -> RemotingCommand:
