@@ -91,10 +91,10 @@ def main(argv: list[str] | None = None) -> int:
         feeder = next((r for r in bb.ROWS if r.topic == row.topic and r.kind == "produce"), row)
         passes = 1 + args.slices
         for pass_no in range(passes):
-            if row.kind == "pull" and feeder is not row:
-                bb.run_slice(side, feeder, plan, pass_no)  # something to pull
+            if row.kind in ("pull", "pop") and feeder is not row:
+                bb.run_slice(side, feeder, plan, pass_no)  # something to pull or pop
             if pass_no >= 1 and args.py_spy is not None:
-                # Only around the measured row: a pull row's feeding produce stays out of it.
+                # Only around the measured row: a pull or pop row's feeding produce stays out.
                 spy = start_spy(args.py_spy, side.broker_pid, root / f"py-spy-{pass_no}.txt")
             done = bb.run_slice(side, row, plan, pass_no)
             if spy is not None:

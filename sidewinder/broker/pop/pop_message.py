@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -50,6 +51,7 @@ from sidewinder.protocol.pop import (
     retry_flag,
 )
 from sidewinder.protocol.record import (
+    QUEUE_OFFSET_POSITION,
     MessageRecord,
     decode_record,
     encode_record,
@@ -63,6 +65,7 @@ FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 BORN_TIME = "bornTime"
 TIMEOUT_SLACK_MS = 500  # PopMessageRequestHeader.isTimeoutTooMuch
 INIT_MODE_MIN = 0  # ConsumeInitMode.MIN
+_QUEUE_OFFSET = struct.Struct(f">{QUEUE_OFFSET_POSITION}xq")  # a stored record's QUEUEOFFSET
 _RESET = (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY)
 _SKIPPED = (
     GetStatus.NO_MATCHED_MESSAGE,
@@ -287,8 +290,8 @@ class PopMessageProcessor:
             offsets.commit(group, topic, queue_id, offset)
             got = read(offset)
         if got.messages:
-            records = [decode_record(view) for view in got.messages]
-            queue_offsets = [r.queue_offset for r in records if isinstance(r, MessageRecord)]
+            # Read straight from each record: a full decode only where the record is rewritten.
+            queue_offsets = [_QUEUE_OFFSET.unpack_from(view)[0] for view in got.messages]
             if header.order:
                 self._note_batch(topic, queue_id, offset, queue_offsets, popped)
             else:
@@ -298,8 +301,9 @@ class PopMessageProcessor:
                 offsets.commit(group, topic, queue_id, got.next_begin_offset)
             popped.start_offsets[(retry_flag(topic), queue_id)] = offset
             popped.msg_offsets[(retry_flag(topic), queue_id)] = queue_offsets
-            for view, record in zip(got.messages, records, strict=True):
-                if is_retry and isinstance(record, MessageRecord):
+            for view in got.messages:
+                record = decode_record(view) if is_retry else None
+                if isinstance(record, MessageRecord):
                     popped.records.append(self._as_original(record, offset, popped))
                 else:
                     popped.records.append(bytes(view))
