@@ -76,3 +76,25 @@ def wait_committed(
             time.sleep(0.2)
     finally:
         client.close()
+
+
+def settle_consumed_group(broker: str, group: str, topic: str, *, queues: int, total: int) -> None:
+    """For a group whose consumer read every message of `topic` and left: wait (briefly) for
+    its last commits, then commit each queue's end where they fell short. A loaded machine has
+    lost every oneway commit of a queue, and RocketMQ then lists no row for it."""
+    offsets = wait_committed(broker, group, topic, queues=queues, total=total, timeout_s=10,
+                             required=False)  # fmt: skip
+    client = SyncRemotingClient()
+    try:
+        ends = {}
+        for queue in range(queues):
+            header = {"topic": topic, "queueId": str(queue)}
+            request = RemotingCommand.request(RequestCode.GET_MAX_OFFSET, header)
+            reply = client.invoke(broker, request, 5)
+            assert reply.code == ResponseCode.SUCCESS, reply
+            ends[queue] = int((reply.ext_fields or {}).get("offset", 0))
+    finally:
+        client.close()
+    short = {q: end for q, end in ends.items() if offsets.get(q, -1) < end}
+    if short:
+        commit_offsets(broker, group, topic, short)

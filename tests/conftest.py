@@ -112,17 +112,14 @@ def make_target(target_kind: str, tmp_path: Path) -> Iterator[Callable[..., Clus
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under xdist (scripts/test.sh runs it with --dist loadgroup), every 5.x scenario goes to
     one worker, which starts the one RocketMQ 5.3.2 broker of the session, as every Spark test
-    goes to one worker and its one Spark JVM (tests/spark mark theirs); a module that names a
-    group of its own (the 5.x client's scenarios) gets a worker and a 5.3.2 broker of its own.
+    goes to one worker and its one Spark JVM (tests/spark mark theirs).
 
     Then the order: those groups first, as each is a long single unit of work that should not
     start last; tests that read RocketMQ's reference fixtures last, as on a fresh clone the
     fixtures generate in the background from the start of the session
     (pytest_collection_finish) and a worker that reached one of them first would sit idle."""
     for item in items:
-        if "pop_target" in getattr(item, "fixturenames", ()) and (
-            item.get_closest_marker("xdist_group") is None
-        ):
+        if "pop_target" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group(name="rocketmq5"))
 
     def rank(item: pytest.Item) -> int:

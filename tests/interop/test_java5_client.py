@@ -26,10 +26,12 @@ from tests.interop.scenarios import (
     wait_with_arrivals,
 )
 
-# A worker of its own: these scenarios start JVMs for seconds each, beside the POP scenarios'.
-pytestmark = [pytest.mark.interop, pytest.mark.xdist_group(name="rocketmq5-clients")]
+pytestmark = pytest.mark.interop
 
 CLOCK_SLACK_MS = 100  # born and store times are read from the same machine clock
+# RocketMQ 5.3.2's timer files a deliver time under its second (timerPrecisionMs): a message
+# can come up to that much before the time it asked for.
+TIMER_PRECISION_MS = 1000
 TIMER_LATE_MS = 2000  # the timer's one-second tick, and a slow shared machine
 
 
@@ -156,7 +158,7 @@ def test_held_messages_arrive_on_time(pop_target: ClusterTarget) -> None:
         if event.get("event") != "received":
             continue
         born = event["bornTimestamp"]
-        assert seen_at * 1000 - born >= hold_ms - CLOCK_SLACK_MS, event
+        assert seen_at * 1000 - born >= hold_ms - TIMER_PRECISION_MS - CLOCK_SLACK_MS, event
         assert event["storeTimestamp"] - born <= hold_ms + TIMER_LATE_MS, event
 
 

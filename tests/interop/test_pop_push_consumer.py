@@ -18,8 +18,7 @@ from sidewinder.client.push_consumer import ConsumeStatus, PushConsumer
 from tests.helpers import unique
 from tests.interop.pop_scenarios import REDELIVERY_DEADLINE_S, closing, new_topic
 
-# A worker of its own beside the POP scenarios' (as the 5.x client's scenarios).
-pytestmark = [pytest.mark.interop, pytest.mark.xdist_group(name="rocketmq5-clients")]
+pytestmark = pytest.mark.interop
 
 INVISIBLE_S = 2.0
 
