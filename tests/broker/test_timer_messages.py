@@ -18,7 +18,9 @@ from sidewinder.client.route_cache import ClientError
 from sidewinder.client.sync import Producer, PullConsumer
 from sidewinder.protocol.message import MessageConst
 
-LATE_MS = 1000 + 300  # a tick of precision, and the slack of a shared 2-core machine
+# A tick of precision, and the slack of a shared 2-core machine running four test workers and
+# their JVMs (a fresh-clone run once saw 1.3 s not suffice).
+LATE_MS = 1000 + 2000
 
 
 def _read_all(cluster: SidewinderCluster, topic: str, want: int, within_s: float) -> list:
