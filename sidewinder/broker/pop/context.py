@@ -21,17 +21,10 @@ from sidewinder.protocol.pop import (
     revive_topic,
 )
 from sidewinder.protocol.record import Host, MessageToStore
-from sidewinder.store.message_store import MessageStore, PutStatus
+from sidewinder.store.message_store import STORED, MessageStore
 
 log = structlog.get_logger(__name__)
 
-# What counts as stored (RocketMQ's PUT_OK and the flush/slave timeouts: on disk later).
-_STORED = (
-    PutStatus.PUT_OK,
-    PutStatus.FLUSH_DISK_TIMEOUT,
-    PutStatus.FLUSH_SLAVE_TIMEOUT,
-    PutStatus.SLAVE_NOT_AVAILABLE,
-)
 RETRY_QUEUE_NUM = 1  # PopAckConstants.retryQueueNum
 
 
@@ -83,7 +76,7 @@ class PopContext:
             log.error("pop.put_refused", topic=message.topic_name, remark=diverted.remark)
             return False
         result = await self.store.put_message(diverted, wait=True)
-        if result.status not in _STORED:
+        if result.status not in STORED:
             log.error("pop.put_failed", topic=message.topic_name, status=result.status.name)
             return False
         return True

@@ -28,14 +28,7 @@ from sidewinder.protocol.recall import (
 from sidewinder.protocol.record import Host, MessageToStore
 from sidewinder.remoting.dispatch import RequestContext
 from sidewinder.store.config import BrokerRole
-from sidewinder.store.message_store import MessageStore, PutStatus
-
-_STORED = (
-    PutStatus.PUT_OK,
-    PutStatus.FLUSH_DISK_TIMEOUT,
-    PutStatus.FLUSH_SLAVE_TIMEOUT,
-    PutStatus.SLAVE_NOT_AVAILABLE,
-)
+from sidewinder.store.message_store import STORED, MessageStore
 
 
 class RecallProcessor:
@@ -87,7 +80,7 @@ class RecallProcessor:
         if isinstance(marker, TimerRefusal):
             return request.reply(marker.code, marker.remark)
         result = await self.store.put_message(marker, wait=True)
-        if result.status not in _STORED:
+        if result.status not in STORED:
             return request.reply(ResponseCode.SYSTEM_ERROR, "recall failed, execute error")
         answer = RecallMessageResponseHeader(handle.message_id)
         return request.reply(ResponseCode.SUCCESS, ext_fields=answer.to_ext())
