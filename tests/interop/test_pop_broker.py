@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,6 +27,7 @@ from sidewinder.protocol.pop import (
 )
 from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.remoting.client import SyncRemotingClient
+from sidewinder.remoting.codec import FrameDecoder, encode_frame
 from tests.helpers import pull_request, send_request, unique
 from tests.interop.pop_requests import (
     Popped,
@@ -517,6 +519,56 @@ def test_a_batch_ack_clears_the_messages_it_names(
     assert (value["c"], value["q"], value["so"], value["pt"]) == (group, 0, 0, extra.pop_time)
     empty = RemotingCommand.request(PopRequestCode.BATCH_ACK_MESSAGE, {}, body=b'{"acks":[]}')
     assert client.invoke(pop_target.broker_addr, empty, 5).code == ResponseCode.NO_MESSAGE
+
+
+def _invoke_together(
+    target: ClusterTarget, requests: list[RemotingCommand]
+) -> dict[int, RemotingCommand]:
+    """Write `requests` in one write on a connection of their own, as a 5.x client writes the
+    acks of a pop; their replies by opaque."""
+    with socket.create_connection(target.broker_addr.split(":")) as sock:
+        sock.settimeout(10)
+        sock.sendall(b"".join(encode_frame(request) for request in requests))
+        decoder, replies = FrameDecoder(), {}
+        while len(replies) < len(requests):
+            chunk = sock.recv(1 << 16)
+            assert chunk, "the broker closed the connection"
+            decoder.feed(chunk)
+            replies.update((reply.opaque, reply) for reply in decoder.commands())
+    return replies
+
+
+def test_acks_written_together_clear_exactly_their_messages(
+    pop_target: ClusterTarget, client: SyncRemotingClient
+) -> None:
+    """Acks of one pop in one write (and one for a message of another pop): their records in
+    the revive queue name exactly the acked offsets of each check point. RocketMQ writes one
+    record per ack; Sidewinder one per check point ("bAck" for several), read the same way."""
+    topic, group = _setup(client, pop_target, queues=1)
+    _send(client, pop_target, topic, b"t0", b"t1", b"t2", b"t3", queues=1)
+    first = _pop(client, pop_target, topic, group, invisible_ms=1500, max_msg_nums=3)
+    second = _pop(client, pop_target, topic, group, invisible_ms=1500, max_msg_nums=3)
+    assert [m.body for m in first + second] == [b"t0", b"t1", b"t2", b"t3"]
+    acks = [ack_request(m, topic, group) for m in (first[0], first[2], second[0])]
+    replies = _invoke_together(pop_target, acks)
+    assert [replies[a.opaque].code for a in acks] == [ResponseCode.SUCCESS] * 3, replies
+    back, _ = _pop_until(client, pop_target, topic, group, 1, 12)
+    assert [m.body for m in back] == [b"t1"]
+    # The records came due with the check points (the message came back after both).
+    records = [
+        found
+        for revive_qid in {first[0].extra.revive_qid, second[0].extra.revive_qid}
+        for tag in ("ack", "bAck")
+        for found in _revive_records(client, pop_target, revive_qid, tag, topic)
+    ]
+    named: dict[int, list[int]] = {}  # a check point's start offset: the offsets acked
+    for record, value in records:
+        batch = record.properties()[MessageConst.TAGS] == "bAck"
+        offsets = value["aol"] if batch else [value["ao"]]
+        named.setdefault(int(value["so"]), []).extend(int(o) for o in offsets)
+    assert {start: sorted(offsets) for start, offsets in named.items()} == {0: [0, 2], 3: [3]}
+    # Ours: the acks of one check point that came together are one record (a store write).
+    assert len(records) == (3 if pop_target.kind == "rocketmq5" else 2)
 
 
 def test_peek_shows_without_taking(pop_target: ClusterTarget, client: SyncRemotingClient) -> None:

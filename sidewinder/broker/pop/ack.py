@@ -12,6 +12,7 @@ topic lacks or an invisible time that is not positive is refused with a code and
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from typing import Any
 
@@ -23,7 +24,7 @@ from sidewinder.broker.pop.records import Ack, CheckPoint
 from sidewinder.broker.topics import TopicConfig
 from sidewinder.protocol.body import loads
 from sidewinder.protocol.codes import ResponseCode
-from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.command import ONEWAY_FLAG, RemotingCommand
 from sidewinder.protocol.errors import BodyError, SidewinderError, TopicNotExist
 from sidewinder.protocol.pop import (
     INVALID_PARAMETER,
@@ -35,7 +36,8 @@ from sidewinder.protocol.pop import (
     PopRequestCode,
     real_topic,
 )
-from sidewinder.remoting.dispatch import RequestContext
+from sidewinder.remoting.codec import encode_frame
+from sidewinder.remoting.dispatch import RequestContext, error_reply
 
 log = structlog.get_logger(__name__)
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
@@ -113,14 +115,104 @@ def ack_orderly(
     return None
 
 
+# The check point an ack belongs to, as its record names it: topic, group, queueId, the
+# check point's start offset, popTime, brokerName, then the revive queue and the record's due time.
+AckKey = tuple[str, str, int, int, int, str, int, int]
+
+
+def _ack_record(key: AckKey, offsets: list[int]) -> Ack:
+    """One ACK record for the offsets acked of one check point: a plain "ack" for one, a
+    "bAck" (RocketMQ's BatchAckMsg, which its revive service reads as it reads acks) for more."""
+    topic, group, queue_id, start, pop_time, broker_name, _, _ = key
+    if len(offsets) == 1:
+        return Ack(topic, group, queue_id, start, offsets[0], pop_time, broker_name)
+    return Ack(topic, group, queue_id, start, -1, pop_time, broker_name, sorted(set(offsets)))
+
+
 class AckMessageProcessor(_Checks):
+    """ACK_MESSAGE one by one (`process`) and by the chunk (`take_batch`): the acks a client
+    writes together (RocketMQ 5's clients ack every message of a pop at once) that belong to
+    one check point become one record, so a pop of 32 costs one store write for its acks,
+    not 32. Each is answered once its record is stored, as RocketMQ answers after its put."""
+
     def __init__(self, pop: PopContext, holds: PopHolds | None = None) -> None:
         self.pop = pop
         self.holds = holds
+        self._writing: set[asyncio.Task[None]] = set()
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         if request.code == PopRequestCode.BATCH_ACK_MESSAGE:
             return await self._batch(request)
+        checked = self._check(request)
+        if isinstance(checked, RemotingCommand):
+            return checked
+        key, offset = checked
+        await self._write({key: [offset]})
+        return request.reply(ResponseCode.SUCCESS)
+
+    def take_batch(
+        self, ctx: RequestContext, commands: list[RemotingCommand]
+    ) -> list[RemotingCommand]:
+        """The ACK_MESSAGE requests of one chunk, each checked as `process` checks it; those
+        of one check point written as one record, all answered once their records are stored."""
+        others: list[RemotingCommand] = []
+        refused: list[bytes] = []
+        waiting: list[RemotingCommand] = []
+        acks: dict[AckKey, list[int]] = {}
+        for command in commands:
+            if command.code != PopRequestCode.ACK_MESSAGE:
+                others.append(command)
+                continue
+            try:
+                checked = self._check(command)
+            except Exception as exc:
+                checked = error_reply(command, exc)
+            if isinstance(checked, RemotingCommand):
+                if not command.flag & ONEWAY_FLAG:
+                    refused.append(encode_frame(checked))
+                continue
+            key, offset = checked
+            offsets = acks.get(key)
+            if offsets is None:
+                acks[key] = [offset]
+            else:
+                offsets.append(offset)
+            waiting.append(command)
+        if refused:
+            ctx.write_frames(refused)
+        if waiting:
+            task = asyncio.get_running_loop().create_task(self._answer(ctx, acks, waiting))
+            self._writing.add(task)
+            task.add_done_callback(self._writing.discard)
+        return others
+
+    async def _answer(
+        self, ctx: RequestContext, acks: dict[AckKey, list[int]], waiting: list[RemotingCommand]
+    ) -> None:
+        try:
+            await self._write(acks)
+        except Exception as exc:  # our bug: each ack still gets an answer
+            replies = [error_reply(command, exc) for command in waiting]
+        else:
+            replies = [command.reply(ResponseCode.SUCCESS) for command in waiting]
+        frames = [
+            encode_frame(reply)
+            for command, reply in zip(waiting, replies, strict=True)
+            if not command.flag & ONEWAY_FLAG
+        ]
+        if frames:
+            ctx.write_frames(frames)
+
+    async def _write(self, acks: dict[AckKey, list[int]]) -> None:
+        """Store the records; a put that fails is logged by the store side and answered
+        SUCCESS all the same, as RocketMQ does: the message then comes back when its time
+        runs out, never lost."""
+        for key, offsets in acks.items():
+            await self.pop.write_ack(_ack_record(key, offsets), key[6], key[7])
+
+    def _check(self, request: RemotingCommand) -> RemotingCommand | tuple[AckKey, int]:
+        """One ACK_MESSAGE: its answer when it needs no record (a refusal, an orderly ack, a
+        handle of no revive queue of ours), else the check point it acks and its offset."""
         header = AckMessageRequestHeader.from_ext(request.ext_fields)
         self._topic(header.topic, header.queue_id)
         store = self.pop.store
@@ -150,10 +242,17 @@ class AckMessageProcessor(_Checks):
         if not self._known_revive_queue(extra):
             log.warning("pop.ack_unmatched", handle=header.extra_info, group=header.consumer_group)
             return request.reply(ResponseCode.SUCCESS)
-        await _write_ack(
-            self.pop, header.topic, header.consumer_group, header.queue_id, header.offset, extra
+        key = (
+            header.topic,
+            header.consumer_group,
+            header.queue_id,
+            extra.ck_queue_offset,
+            extra.pop_time,
+            extra.broker_name,
+            extra.revive_qid,
+            extra.pop_time + extra.invisible_time,
         )
-        return request.reply(ResponseCode.SUCCESS)
+        return key, header.offset
 
     async def _batch(self, request: RemotingCommand) -> RemotingCommand:
         acks = _batch_body(request.body)
