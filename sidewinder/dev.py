@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cluster:
         metrics_port = None if args.no_metrics else args.metrics_port
         return run_cluster(args.cluster, args.store, metrics_port)
-    configure_logging()
+    configure_logging(daemon=True)
     try:
         namesrv, broker = configs(args)
     except (ConfigError, OSError, ValueError) as exc:

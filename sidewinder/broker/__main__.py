@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", "--namesrvAddr", dest="namesrv", help="ns1:9876;ns2:9876")
     parser.add_argument("-p", "--printConfigItem", dest="print_config", action="store_true")
     args = parser.parse_args(argv)
-    configure_logging()
+    configure_logging(daemon=True)
     try:
         config = load_config(args.config, args.namesrv, to_print=args.print_config)
     except (ConfigError, OSError, ValueError) as exc:

@@ -2,6 +2,7 @@
 
 configure_logging()          # an entry point's main(): level from $SIDEWINDER_LOG_LEVEL (INFO),
                              # format from $SIDEWINDER_LOG_FORMAT: "console" (default) or "json"
+configure_logging(daemon=True)  # a server's: its output may fail (a full disk), it runs on
 log = library_logger(__name__)   # a module that may run inside someone else's program
 log.warning("client.pull_failed", queue=str(queue), error=str(exc))
 
@@ -10,6 +11,7 @@ Log lines go to stderr, leaving stdout to command output and to the host program
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import sys
@@ -19,8 +21,18 @@ import structlog
 
 
 def configure_logging(
-    level: str | None = None, *, fmt: str | None = None, stream: TextIO | None = None
+    level: str | None = None,
+    *,
+    fmt: str | None = None,
+    stream: TextIO | None = None,
+    daemon: bool = False,
 ) -> None:
+    """`daemon`: stdout and stderr become `Unfailing` first, so a log line, a print or a
+    traceback that cannot be written (ENOSPC when the logs share the store's full disk, a
+    closed pipe) never stops the server; logback's appenders do not stop RocketMQ either."""
+    if daemon:
+        sys.stdout = Unfailing.around(sys.stdout)
+        sys.stderr = Unfailing.around(sys.stderr)
     numeric, fmt = _level_and_format(level, fmt)
     structlog.configure(
         processors=_processors(fmt),
@@ -28,6 +40,41 @@ def configure_logging(
         logger_factory=structlog.PrintLoggerFactory(stream or sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+class Unfailing(io.TextIOBase):
+    """A text stream whose write errors are dropped and counted, not raised. Output that could
+    not be written stays buffered (up to the stream's buffer) and goes out once it can."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self.inner = inner
+        self.dropped = 0  # writes and flushes that failed
+
+    @classmethod
+    def around(cls, stream: TextIO) -> TextIO:
+        return stream if isinstance(stream, Unfailing) else cls(stream)  # type: ignore[return-value]
+
+    def write(self, text: str) -> int:
+        try:
+            return self.inner.write(text)
+        except OSError:
+            self.dropped += 1
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.inner.flush()
+        except OSError:
+            self.dropped += 1
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    def isatty(self) -> bool:
+        return self.inner.isatty()
+
+    def writable(self) -> bool:
+        return True
 
 
 def _level_and_format(level: str | None, fmt: str | None) -> tuple[int, str]:

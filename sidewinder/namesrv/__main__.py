@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-c", "--configFile", dest="config", type=Path, help="namesrv.conf")
     parser.add_argument("-p", "--printConfigItem", dest="print_config", action="store_true")
     args = parser.parse_args(argv)
-    configure_logging()
+    configure_logging(daemon=True)
     try:
         config = load_config(args.config)
     except (ConfigError, OSError, ValueError) as exc:

@@ -9,7 +9,9 @@ import threading
 import time
 from pathlib import Path
 
-from interop.sidewinder import SidewinderCluster
+from interop.ports import lease_port_block
+from interop.processes import can_connect
+from interop.sidewinder import SidewinderCluster, python_env
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import (
@@ -125,3 +127,37 @@ def test_kill_9_under_sync_flush_loses_no_acknowledged_message(tmp_path: Path) -
         stop.set()
         client.close()
         cluster.stop()
+
+
+def test_a_broker_whose_output_cannot_be_written_keeps_serving(tmp_path: Path) -> None:
+    """stdout and stderr on /dev/full (every write fails with ENOSPC, as on a full disk that
+    holds the logs): the broker starts, stores and answers, and stops cleanly on SIGTERM."""
+    port = lease_port_block((-2, 0, 1))
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        f"listenPort={port}\nstorePathRootDir={tmp_path / 'store'}\nnamesrvAddr=127.0.0.1:1\n"
+    )
+    with open("/dev/full", "w") as full:
+        broker = subprocess.Popen(
+            [sys.executable, "-m", "sidewinder.broker", "-c", str(conf)],
+            stdout=full,
+            stderr=full,
+            env=python_env(tmp_path),
+        )
+    client = SyncRemotingClient()
+    try:
+        deadline = time.monotonic() + 30
+        while not can_connect("127.0.0.1", port):
+            assert broker.poll() is None, f"the broker exited with {broker.returncode}"
+            assert time.monotonic() < deadline, "the broker never listened"
+            time.sleep(0.1)
+        for n in range(3):  # each send logs nothing, but a refused registration logs a lot
+            reply = client.invoke(f"127.0.0.1:{port}", send_request("FullOutput", b"%d" % n), 10)
+            assert reply.code == ResponseCode.SUCCESS, reply
+        broker.send_signal(signal.SIGTERM)
+        assert broker.wait(30) == 0
+    finally:
+        client.close()
+        if broker.poll() is None:
+            broker.kill()
+            broker.wait()
