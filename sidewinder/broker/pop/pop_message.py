@@ -95,6 +95,7 @@ class _Popped:
     checkpoints: list[tuple[CheckPoint, slice, int]] = field(default_factory=list)
     order_counts: list[str] = field(default_factory=list)
     rest: int = 0
+    unstored: int = 0  # checkpoints the store refused: their messages were not handed out
 
     @property
     def room(self) -> int:
@@ -125,6 +126,14 @@ class PopMessageProcessor:
             popped = await self._pop(header, topic, record_filter)
             if popped.records:
                 return self._answer(request, popped, ResponseCode.SUCCESS, "FOUND")
+            if popped.unstored:
+                # Ours: RocketMQ stores a check point after its answer; one that cannot be
+                # stored before it is a refusal, not an empty queue.
+                why = self.pop.store.write_failure() or "the store refused it"
+                return request.reply(
+                    ResponseCode.SERVICE_NOT_AVAILABLE,
+                    f"the pop's check point could not be stored ({why}); nothing was taken",
+                )
             if header.poll_time <= 0:
                 return self._answer(request, popped, POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE")
             watched = [
@@ -238,6 +247,7 @@ class PopMessageProcessor:
             if await self.pop.write_ck(ck, revive_qid):
                 continue
             failed.append(covered)
+            popped.unstored += 1
             key = (retry_flag(ck.topic), ck.queue_id)
             popped.start_offsets.pop(key, None)
             popped.msg_offsets.pop(key, None)
