@@ -1,0 +1,143 @@
+"""The gRPC transport of the front: MessagingService on grpc.aio, each RPC handed to
+MessagingActivity with the caller its metadata names. Only this module knows grpc, so the
+transport can be replaced without touching what the RPCs do."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+import structlog
+from google.protobuf import message_factory
+
+from sidewinder.proxy import grpc_protocol as v2
+from sidewinder.proxy.messaging import Caller, MessagingActivity, status
+
+log = structlog.get_logger(__name__)
+
+CLIENT_ID = "x-mq-client-id"
+LANGUAGE = "x-mq-language"
+VERSION = "x-mq-client-version"
+NAMESPACE = "x-mq-namespace"
+MAX_MESSAGE_BYTES = 130 << 20  # the clients' own limit on a message, with room for headers
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def caller_of(context: Any) -> Caller:
+    metadata = dict(context.invocation_metadata() or ())
+    return Caller(
+        client_id=str(metadata.get(CLIENT_ID, "")),
+        language=str(metadata.get(LANGUAGE, "")),
+        version=str(metadata.get(VERSION, "")),
+        namespace=str(metadata.get(NAMESPACE, "")),
+    )
+
+
+def _no_client_id(response_class: Any) -> Any:
+    return response_class(status=status("CLIENT_ID_REQUIRED", f"{CLIENT_ID} is missing"))
+
+
+class GrpcFront:
+    """A grpc.aio server of MessagingService on `host:port` (0: any free port)."""
+
+    def __init__(self, activity: MessagingActivity, host: str, port: int) -> None:
+        self.activity = activity
+        self.host = host
+        self.port = port
+        self._server: Any = None
+
+    async def start(self) -> int:
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        server.add_generic_rpc_handlers((self._handlers(),))
+        bound = server.add_insecure_port(f"{self.host}:{self.port}")
+        if bound == 0:
+            raise OSError(f"cannot listen for gRPC on {self.host}:{self.port}")
+        await server.start()
+        self._server, self.port = server, bound
+        log.info("proxy.grpc_listening", host=self.host, port=bound)
+        return bound
+
+    async def stop(self, grace_s: float = 1.0) -> None:
+        if self._server is not None:
+            await self._server.stop(grace_s)
+            self._server = None
+
+    def _handlers(self) -> Any:
+        handlers: dict[str, Any] = {}
+        for method in v2.SERVICE.methods:
+            request_class = message_factory.GetMessageClass(method.input_type)
+            response_class = message_factory.GetMessageClass(method.output_type)
+            codec = {
+                "request_deserializer": request_class.FromString,
+                "response_serializer": response_class.SerializeToString,
+            }
+            if method.name == "Telemetry":
+                handlers[method.name] = grpc.stream_stream_rpc_method_handler(
+                    self._telemetry, **codec
+                )
+                continue
+            impl = getattr(self.activity, _snake(method.name), None)
+            if impl is None:
+                continue  # answered UNIMPLEMENTED, as RocketMQ's proxy answers PullMessage
+            if method.server_streaming:
+                handlers[method.name] = grpc.unary_stream_rpc_method_handler(
+                    self._streaming(impl, response_class), **codec
+                )
+            else:
+                handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                    self._unary(impl, response_class), **codec
+                )
+        return grpc.method_handlers_generic_handler(v2.SERVICE_NAME, handlers)
+
+    @staticmethod
+    def _unary(impl: Callable[..., Any], response_class: Any) -> Callable[..., Any]:
+        async def handle(request: Any, context: Any) -> Any:
+            caller = caller_of(context)
+            if not caller.client_id:
+                return _no_client_id(response_class)
+            try:
+                return await impl(request, caller)
+            except Exception as exc:  # our bug: the client gets a status, not a reset stream
+                log.exception("proxy.rpc_failed", rpc=impl.__name__)
+                return response_class(status=status("INTERNAL_SERVER_ERROR", str(exc)))
+
+        return handle
+
+    @staticmethod
+    def _streaming(impl: Callable[..., Any], response_class: Any) -> Callable[..., Any]:
+        async def handle(request: Any, context: Any) -> AsyncIterator[Any]:
+            caller = caller_of(context)
+            if not caller.client_id:
+                yield _no_client_id(response_class)
+                return
+            try:
+                async for response in impl(request, caller):
+                    yield response
+            except Exception as exc:
+                log.exception("proxy.rpc_failed", rpc=impl.__name__)
+                yield response_class(status=status("INTERNAL_SERVER_ERROR", str(exc)))
+
+        return handle
+
+    async def _telemetry(self, commands: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+        """The client's settings answered with the merged ones; what else a client sends on
+        the stream (thread stacks, verify results) has no server command waiting for it yet."""
+        caller = caller_of(context)
+        if not caller.client_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{CLIENT_ID} is missing")
+            return
+        async for command in commands:
+            if command.HasField("settings"):
+                merged = self.activity.merge_settings(command.settings, caller)
+                yield v2.TelemetryCommand(status=status(), settings=merged)

@@ -1,0 +1,510 @@
+"""apache.rocketmq.v2.MessagingService, served over remoting to the brokers: what RocketMQ's
+proxy does in cluster mode (its *Activity classes), transport aside.
+
+Each RPC takes the request message and the caller (the x-mq-* metadata) and gives the
+response message; refusals are in-band v2 statuses, as RocketMQ's proxy answers them. The
+gRPC transport (grpc_server.py) is one way in; nothing here knows it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from sidewinder.client.pop_client import EMPTY_POP, REPLY_MARGIN_S, popped_messages
+from sidewinder.client.route_cache import ClientError, MessageQueue, RouteCache, TopicRoute
+from sidewinder.protocol.codes import RequestCode, ResponseCode
+from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.headers import (
+    SEND_V2_NAMES,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+)
+from sidewinder.protocol.message import encode_properties
+from sidewinder.protocol.pop import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    ConsumeInitMode,
+    ExtraInfo,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+    PopRequestCode,
+    retry_flag,
+)
+from sidewinder.protocol.subscription import Subscription
+from sidewinder.proxy import grpc_protocol as v2
+from sidewinder.proxy.convert import BadMessage, incoming, outgoing
+from sidewinder.remoting.client import RemotingClient
+from sidewinder.remoting.connection import RemotingError
+
+log = structlog.get_logger(__name__)
+
+AUTO_CREATE_TOPIC = "TBW102"
+MIN_LONG_POLLING_MS = 5_000  # grpcClientConsumerMinLongPollingTimeoutMillis
+MAX_LONG_POLLING_MS = 20_000  # grpcClientConsumerMaxLongPollingTimeoutMillis
+AUTO_RENEW_INVISIBLE_MS = 60_000  # a push consumer's messages, renewed while it works
+MAX_INVISIBLE_MS = 12 * 3600 * 1000  # RocketMQ's maxInvisibleTimeMills
+MIN_INVISIBLE_MS = 10_000  # minInvisibleTimeMillsForRecv (renewals may be shorter)
+SEND_TIMEOUT_S = 3.0
+CALL_TIMEOUT_S = 5.0
+# Remoting refusals as v2 codes (the proxy's ProxyException / ResponseCode mapping).
+_CODES: dict[int, str] = {
+    ResponseCode.TOPIC_NOT_EXIST: "TOPIC_NOT_FOUND",
+    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: "CONSUMER_GROUP_NOT_FOUND",
+    ResponseCode.NO_PERMISSION: "FORBIDDEN",
+    ResponseCode.SYSTEM_BUSY: "TOO_MANY_REQUESTS",
+    ResponseCode.MESSAGE_ILLEGAL: "BAD_REQUEST",
+    ResponseCode.FLUSH_DISK_TIMEOUT: "MASTER_PERSISTENCE_TIMEOUT",
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: "SLAVE_PERSISTENCE_TIMEOUT",
+    ResponseCode.SLAVE_NOT_AVAILABLE: "HA_NOT_AVAILABLE",
+}
+
+
+def status(code: str = "OK", message: str = "OK") -> Any:
+    return v2.Status(code=v2.Code.Value(code), message=message)
+
+
+def refusal(exc: Exception) -> Any:
+    """The v2 status of a failed remoting call."""
+    if isinstance(exc, ClientError):
+        return status(_CODES.get(exc.code, "INTERNAL_SERVER_ERROR"), exc.remark or str(exc))
+    if isinstance(exc, BadMessage):
+        return status(exc.code, str(exc))
+    if isinstance(exc, (RemotingError, OSError, asyncio.TimeoutError)):
+        return status("PROXY_TIMEOUT", f"the broker did not answer: {exc}")
+    return status("INTERNAL_SERVER_ERROR", str(exc))
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who calls: the x-mq-* metadata of the call."""
+
+    client_id: str
+    language: str = ""
+    version: str = ""
+    namespace: str = ""
+
+
+def _check(reply: RemotingCommand) -> None:
+    if reply.code != ResponseCode.SUCCESS:
+        raise ClientError(reply.code, reply.remark or "")
+
+
+def _duration_ms(value: Any) -> int:
+    return int(value.ToMilliseconds())
+
+
+class MessagingActivity:
+    """The RPCs of MessagingService. `endpoints`: the address clients reach this front at,
+    which routes name as every broker's (clients talk only to the front)."""
+
+    def __init__(
+        self,
+        namesrv_addrs: list[str],
+        endpoints: tuple[str, int],
+        remoting: RemotingClient | None = None,
+    ) -> None:
+        self.remoting = remoting or RemotingClient()
+        self.routes = RouteCache(self.remoting, namesrv_addrs)
+        self.endpoints = endpoints
+        self.settings: dict[str, Any] = {}  # client id -> its Settings, as merged
+        self._turn = itertools.count()
+
+    async def close(self) -> None:
+        await self.remoting.close()
+
+    # -- routes ------------------------------------------------------------------------------
+    def _endpoints(self, asked: Any) -> Any:
+        """Where a client reaches every broker: the front, at the address it asked on (as
+        RocketMQ's proxy answers), else the front's own."""
+        if asked is not None and asked.addresses:
+            return asked
+        host, port = self.endpoints
+        return v2.Endpoints(
+            scheme=v2.AddressScheme.IPv4, addresses=[v2.Address(host=host, port=port)]
+        )
+
+    def _broker(self, name: str, asked: Any) -> Any:
+        return v2.Broker(name=name, id=0, endpoints=self._endpoints(asked))
+
+    async def _route(self, topic: str) -> TopicRoute:
+        route = await self.routes.route(topic)
+        if route is None:
+            raise ClientError(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} not found")
+        return route
+
+    async def query_route(self, request: Any, caller: Caller) -> Any:
+        try:
+            route = await self._route(request.topic.name)
+        except Exception as exc:
+            return v2.QueryRouteResponse(status=refusal(exc))
+        reads = set(route.read_queues)
+        writes = set(route.write_queues)
+        queues = []
+        for queue in sorted(reads | writes):
+            permission = (
+                v2.Permission.READ_WRITE
+                if queue in reads and queue in writes
+                else v2.Permission.READ
+                if queue in reads
+                else v2.Permission.WRITE
+            )
+            queues.append(
+                v2.MessageQueue(
+                    topic=v2.Resource(name=queue.topic),
+                    id=queue.queue_id,
+                    permission=permission,
+                    broker=self._broker(queue.broker_name, request.endpoints),
+                    # Not yet the topic's message.type: every type is taken.
+                    accept_message_types=[
+                        v2.MessageType.NORMAL,
+                        v2.MessageType.FIFO,
+                        v2.MessageType.DELAY,
+                        v2.MessageType.TRANSACTION,
+                    ],
+                )
+            )
+        return v2.QueryRouteResponse(status=status(), message_queues=queues)
+
+    async def query_assignment(self, request: Any, caller: Caller) -> Any:
+        """One queue of id -1 per readable broker: the broker assigns messages (POP)."""
+        try:
+            route = await self._route(request.topic.name)
+        except Exception as exc:
+            return v2.QueryAssignmentResponse(status=refusal(exc))
+        names = sorted({q.broker_name for q in route.read_queues if route.master(q.broker_name)})
+        if not names:
+            return v2.QueryAssignmentResponse(
+                status=status("FORBIDDEN", f"no readable queue of topic {request.topic.name}")
+            )
+        assignments = [
+            v2.Assignment(
+                message_queue=v2.MessageQueue(
+                    topic=v2.Resource(name=request.topic.name),
+                    id=-1,
+                    permission=v2.Permission.READ_WRITE,
+                    broker=self._broker(name, request.endpoints),
+                )
+            )
+            for name in names
+        ]
+        return v2.QueryAssignmentResponse(status=status(), assignments=assignments)
+
+    # -- clients -----------------------------------------------------------------------------
+    async def heartbeat(self, request: Any, caller: Caller) -> Any:
+        if caller.client_id not in self.settings:
+            return v2.HeartbeatResponse(
+                status=status("UNRECOGNIZED_CLIENT_TYPE", "no settings from this client yet")
+            )
+        return v2.HeartbeatResponse(status=status())
+
+    async def notify_client_termination(self, request: Any, caller: Caller) -> Any:
+        self.settings.pop(caller.client_id, None)
+        return v2.NotifyClientTerminationResponse(status=status())
+
+    def merge_settings(self, settings: Any, caller: Caller) -> Any:
+        """The settings a client gets back (GrpcClientSettingsManager): the server's retry
+        policy and limits over what the client sent."""
+        merged = v2.Settings()
+        merged.CopyFrom(settings)
+        kind = settings.client_type
+        if kind == v2.ClientType.PRODUCER:
+            policy = merged.backoff_policy
+            policy.max_attempts = 3
+            policy.exponential_backoff.initial.FromMilliseconds(10)
+            policy.exponential_backoff.max.FromMilliseconds(1000)
+            policy.exponential_backoff.multiplier = 2.0
+            merged.publishing.max_body_size = 4 << 20
+            merged.publishing.validate_message_type = True
+        elif kind in (v2.ClientType.PUSH_CONSUMER, v2.ClientType.SIMPLE_CONSUMER):
+            policy = merged.backoff_policy
+            policy.max_attempts = 17  # retryMaxTimes 16 + 1
+            steps = [1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800]
+            steps += [3600, 7200]
+            policy.customized_backoff.ClearField("next")
+            for seconds in steps:
+                policy.customized_backoff.next.add().FromSeconds(seconds)
+            merged.subscription.receive_batch_size = 32
+            merged.subscription.long_polling_timeout.FromMilliseconds(MAX_LONG_POLLING_MS)
+            merged.subscription.fifo = False
+        merged.metric.on = False
+        self.settings[caller.client_id] = merged
+        return merged
+
+    # -- sending -----------------------------------------------------------------------------
+    async def send_message(self, request: Any, caller: Caller) -> Any:
+        if not request.messages:
+            return v2.SendMessageResponse(status=status("BAD_REQUEST", "no message to send"))
+        entries = []
+        for message in request.messages:
+            try:
+                entries.append(await self._send_one(message))
+            except Exception as exc:
+                entries.append(v2.SendResultEntry(status=refusal(exc)))
+        first = entries[0].status
+        if len(entries) > 1 and any(e.status.code != first.code for e in entries):
+            first = status("MULTIPLE_RESULTS", "the messages had different results")
+        return v2.SendMessageResponse(status=first, entries=entries)
+
+    async def _send_one(self, message: Any) -> Any:
+        sent = outgoing(message)
+        route = await self._route(sent.topic)
+        queues = route.write_queues
+        if not queues:
+            raise ClientError(ResponseCode.NO_PERMISSION, f"topic {sent.topic} is not writable")
+        if sent.message_group is not None:
+            queue = queues[_java_hash(sent.message_group) % len(queues)]
+        else:
+            queue = queues[next(self._turn) % len(queues)]
+        addr = route.master(queue.broker_name)
+        if addr is None:
+            raise ClientError(
+                ResponseCode.SERVICE_NOT_AVAILABLE, f"no master for {queue.broker_name}"
+            )
+        header = SendMessageRequestHeader(
+            producer_group=sent.topic,
+            topic=sent.topic,
+            default_topic=AUTO_CREATE_TOPIC,
+            default_topic_queue_nums=4,
+            queue_id=queue.queue_id,
+            sys_flag=sent.sys_flag,
+            born_timestamp=sent.born_timestamp or int(time.time() * 1000),
+            flag=0,
+            properties=encode_properties(sent.properties, trailing=False).decode(),
+            reconsume_times=sent.reconsume_times,
+            unit_mode=False,
+            batch=False,
+        )
+        command = RemotingCommand.request(
+            RequestCode.SEND_MESSAGE_V2, header.to_ext(names=SEND_V2_NAMES), sent.body
+        )
+        reply = await self.remoting.invoke(addr, command, SEND_TIMEOUT_S)
+        if reply.code not in (ResponseCode.SUCCESS,):
+            raise ClientError(reply.code, reply.remark or "")
+        answer = SendMessageResponseHeader.from_ext(reply.ext_fields)
+        ext = reply.ext_fields or {}
+        return v2.SendResultEntry(
+            status=status(),
+            message_id=message.system_properties.message_id,
+            transaction_id=answer.msg_id,
+            offset=answer.queue_offset,
+            recall_handle=ext.get("recallHandle", ""),
+        )
+
+    # -- consuming ---------------------------------------------------------------------------
+    async def receive_message(self, request: Any, caller: Caller) -> AsyncIterator[Any]:
+        """The stream: a status, the messages, then the delivery timestamp."""
+        group, topic = request.group.name, request.message_queue.topic.name
+        invisible_ms = (
+            AUTO_RENEW_INVISIBLE_MS
+            if request.auto_renew or not request.HasField("invisible_duration")
+            else _duration_ms(request.invisible_duration)
+        )
+        polling_ms = MAX_LONG_POLLING_MS
+        if request.HasField("long_polling_timeout"):
+            polling_ms = _duration_ms(request.long_polling_timeout)
+        polling_ms = min(max(polling_ms, MIN_LONG_POLLING_MS), MAX_LONG_POLLING_MS)
+        problem = None
+        if not group:
+            problem = status("ILLEGAL_CONSUMER_GROUP", "consumer group is empty")
+        elif not request.auto_renew and not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
+            problem = status(
+                "ILLEGAL_INVISIBLE_TIME",
+                f"the invisible time {invisible_ms} ms is not within "
+                f"[{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms",
+            )
+        elif request.batch_size <= 0 or request.batch_size > 32:
+            problem = status(
+                "BAD_REQUEST", f"batch size {request.batch_size} is not within [1, 32]"
+            )
+        if problem is not None:
+            yield v2.ReceiveMessageResponse(status=problem)
+            return
+        expression = request.filter_expression
+        kind = "SQL92" if expression.type == v2.FilterType.SQL else "TAG"
+        subscription = Subscription.of(topic, expression.expression or "*", expression_type=kind)
+        try:
+            messages = await self._pop(
+                group,
+                subscription,
+                request.message_queue.broker.name,
+                request.batch_size,
+                invisible_ms,
+                polling_ms,
+            )
+        except Exception as exc:
+            yield v2.ReceiveMessageResponse(status=refusal(exc))
+            return
+        if not messages:
+            yield v2.ReceiveMessageResponse(status=status("MESSAGE_NOT_FOUND", "no new message"))
+        else:
+            yield v2.ReceiveMessageResponse(status=status())
+            for popped in messages:
+                yield v2.ReceiveMessageResponse(
+                    message=incoming(popped, popped.receipt_handle, invisible_ms)
+                )
+        done = v2.ReceiveMessageResponse()
+        done.delivery_timestamp.GetCurrentTime()
+        yield done
+
+    async def _pop(
+        self,
+        group: str,
+        subscription: Subscription,
+        broker_name: str,
+        batch: int,
+        invisible_ms: int,
+        polling_ms: int,
+    ) -> list[Any]:
+        route = await self._route(subscription.topic)
+        names = sorted({q.broker_name for q in route.read_queues})
+        if broker_name not in names:
+            broker_name = names[next(self._turn) % len(names)] if names else broker_name
+        addr = route.master(broker_name)
+        if addr is None:
+            raise ClientError(ResponseCode.SERVICE_NOT_AVAILABLE, f"no master for {broker_name}")
+        header = PopMessageRequestHeader(
+            consumer_group=group,
+            topic=subscription.topic,
+            queue_id=-1,
+            max_msg_nums=batch,
+            invisible_time=invisible_ms,
+            poll_time=polling_ms,
+            born_time=int(time.time() * 1000),
+            init_mode=int(ConsumeInitMode.MAX),
+            exp_type=subscription.expression_type,
+            exp=subscription.sub_string,
+            broker_name=broker_name,
+        )
+        command = RemotingCommand.request(PopRequestCode.POP_MESSAGE, header.to_ext())
+        reply = await self.remoting.invoke(addr, command, polling_ms / 1000 + REPLY_MARGIN_S)
+        if reply.code in EMPTY_POP:
+            return []
+        _check(reply)
+        popped = PopMessageResponseHeader.from_ext(reply.ext_fields)
+        return [
+            m
+            for m in popped_messages(subscription.topic, broker_name, popped, reply.body_bytes)
+            if subscription.matches_tag(m.tags)
+        ]
+
+    async def _handle_target(self, topic: str, handle: str) -> tuple[ExtraInfo, str]:
+        info = ExtraInfo.decode(handle)  # ValueError for what is not a handle
+        addr = await self.routes.broker_addr(MessageQueue(topic, info.broker_name, info.queue_id))
+        if addr is None:
+            raise ClientError(
+                ResponseCode.SERVICE_NOT_AVAILABLE, f"no master for {info.broker_name}"
+            )
+        return info, addr
+
+    async def ack_message(self, request: Any, caller: Caller) -> Any:
+        group, topic = request.group.name, request.topic.name
+        results = []
+        for entry in request.entries:
+            try:
+                info, addr = await self._handle_target(topic, entry.receipt_handle)
+            except ValueError:
+                results.append(
+                    self._ack_result(
+                        entry, status("INVALID_RECEIPT_HANDLE", "the receipt handle is invalid")
+                    )
+                )
+                continue
+            except Exception as exc:
+                results.append(self._ack_result(entry, refusal(exc)))
+                continue
+            header = AckMessageRequestHeader(
+                consumer_group=group,
+                topic=info.real_topic(topic, group),
+                queue_id=info.queue_id,
+                extra_info=entry.receipt_handle,
+                offset=_offset(info),
+                broker_name=info.broker_name,
+            )
+            command = RemotingCommand.request(PopRequestCode.ACK_MESSAGE, header.to_ext())
+            try:
+                _check(await self.remoting.invoke(addr, command, CALL_TIMEOUT_S))
+            except Exception as exc:
+                results.append(self._ack_result(entry, refusal(exc)))
+                continue
+            results.append(self._ack_result(entry, status()))
+        first = results[0].status if results else status()
+        if any(r.status.code != first.code for r in results):
+            first = status("MULTIPLE_RESULTS", "the entries had different results")
+        return v2.AckMessageResponse(status=first, entries=results)
+
+    @staticmethod
+    def _ack_result(entry: Any, result: Any) -> Any:
+        return v2.AckMessageResultEntry(
+            message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=result
+        )
+
+    async def change_invisible_duration(self, request: Any, caller: Caller) -> Any:
+        group, topic = request.group.name, request.topic.name
+        invisible_ms = _duration_ms(request.invisible_duration)
+        if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
+            return v2.ChangeInvisibleDurationResponse(
+                status=status(
+                    "ILLEGAL_INVISIBLE_TIME",
+                    f"the invisible time {invisible_ms} ms is not within "
+                    f"(0, {MAX_INVISIBLE_MS}] ms",
+                )
+            )
+        try:
+            info, addr = await self._handle_target(topic, request.receipt_handle)
+        except ValueError:
+            return v2.ChangeInvisibleDurationResponse(
+                status=status("INVALID_RECEIPT_HANDLE", "the receipt handle is invalid")
+            )
+        except Exception as exc:
+            return v2.ChangeInvisibleDurationResponse(status=refusal(exc))
+        real_topic = info.real_topic(topic, group)
+        offset = _offset(info)
+        header = ChangeInvisibleTimeRequestHeader(
+            consumer_group=group,
+            topic=real_topic,
+            queue_id=info.queue_id,
+            extra_info=request.receipt_handle,
+            offset=offset,
+            invisible_time=invisible_ms,
+            broker_name=info.broker_name,
+        )
+        command = RemotingCommand.request(
+            PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME, header.to_ext()
+        )
+        try:
+            reply = await self.remoting.invoke(addr, command, CALL_TIMEOUT_S)
+            _check(reply)
+        except Exception as exc:
+            return v2.ChangeInvisibleDurationResponse(status=refusal(exc))
+        changed = ChangeInvisibleTimeResponseHeader.from_ext(reply.ext_fields)
+        handle = ExtraInfo(
+            offset,
+            changed.pop_time,
+            changed.invisible_time,
+            changed.revive_qid,
+            retry_flag(real_topic),
+            info.broker_name,
+            info.queue_id,
+            offset,
+        ).encode()
+        return v2.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle)
+
+
+def _offset(info: ExtraInfo) -> int:
+    return info.ck_queue_offset if info.queue_offset is None else info.queue_offset
+
+
+def _java_hash(text: str) -> int:
+    """String.hashCode, as an unsigned index base (the proxy hashes a message group)."""
+    value = 0
+    for unit in text.encode("utf-16-be").hex(" ", 2).split():
+        value = (31 * value + int(unit, 16)) & 0xFFFFFFFF
+    return value
