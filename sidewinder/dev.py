@@ -1,13 +1,14 @@
 """sidewinder-dev: a name server and a broker in one process, on the default ports, for a laptop.
 
     sidewinder-dev [--store ./store] [--namesrv-port 9876] [--broker-port 10911] [-c broker.conf]
-                   [--metrics-port 5557 | --no-metrics]
+                   [--metrics-port 5557 | --no-metrics] [--grpc-port 8081 | --no-grpc]
     sidewinder-dev --cluster [2m-2s-sync | CONF_DIR] [--store ./store] [--no-metrics]
 
 The broker registers with the in-process name server (127.0.0.1:9876 unless told otherwise);
 clients use `-n 127.0.0.1:9876` as with any RocketMQ cluster. SIGTERM / SIGINT stop both.
 Prometheus metrics are on: the broker's at http://127.0.0.1:5557/metrics, the name server's
 on the next port (a broker.conf given with -c may set the broker's metrics keys itself).
+RocketMQ 5's gRPC clients connect to 127.0.0.1:8081 (the broker's gRPC front, local mode).
 
 `--cluster` starts a conf set's name servers and brokers instead, each a process of its own
 (conf/2m-2s-sync: two name servers, broker-a and broker-b each a SYNC_MASTER and a SLAVE); see
@@ -56,6 +57,7 @@ def configs(args: argparse.Namespace) -> tuple[NamesrvConfig, BrokerConfig]:
         "metricsExporterType": metrics,
         "metricsPromExporterHost": "127.0.0.1",
         "metricsPromExporterPort": str(args.metrics_port),
+        **({} if args.no_grpc else {"grpcServerPort": str(args.grpc_port)}),
         **values,
         "namesrvAddr": f"127.0.0.1:{args.namesrv_port}",
         "listenPort": str(args.broker_port),
@@ -85,6 +87,7 @@ async def serve(namesrv_config: NamesrvConfig, broker_config: BrokerConfig) -> N
         lambda: (
             f"sidewinder-dev boot success: name server 127.0.0.1:{namesrv.server.port}, "
             f"broker {broker_config.broker_addr}, store {broker_config.store.store_path_root_dir}"
+            + (f", gRPC 127.0.0.1:{broker.grpc.port}" if broker.grpc is not None else "")
         ),
     )
 
@@ -102,6 +105,10 @@ def argument_parser() -> argparse.ArgumentParser:
         help="the broker's /metrics port; the name server's is the next one",
     )
     parser.add_argument("--no-metrics", action="store_true", help="serve no /metrics")
+    parser.add_argument(
+        "--grpc-port", type=int, default=8081, help="RocketMQ 5 clients' port (gRPC front)"
+    )
+    parser.add_argument("--no-grpc", action="store_true", help="serve no gRPC front")
     parser.add_argument(
         "--cluster",
         nargs="?",

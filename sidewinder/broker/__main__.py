@@ -61,6 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         for key, value in config.as_properties().items():
             print(f"{key}={value}")
         return 0
+    if config.grpc_server_port is not None and not config.namesrv_addrs:
+        print(
+            "mqbroker: grpcServerPort needs namesrvAddr (the gRPC front's routes)", file=sys.stderr
+        )
+        return 2
     try:
         uvloop.run(serve(config, args.config))
     except TlsError as exc:  # certificate files, read at start

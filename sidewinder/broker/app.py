@@ -9,6 +9,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -74,6 +75,9 @@ from sidewinder.remoting.tls import ServerTls, client_context
 from sidewinder.store.dispatchers import parse_delay_levels
 from sidewinder.store.message_store import MessageStore
 from sidewinder.store.timer_store import TimerStore
+
+if TYPE_CHECKING:
+    from sidewinder.proxy.grpc_server import GrpcFront
 
 log = structlog.get_logger(__name__)
 
@@ -279,6 +283,7 @@ class BrokerApp:
         if self.acl is not None:
             table.guard(self.acl.check)  # every request, before any processor sees it
         self.metrics = self._metrics_server(table)
+        self.grpc: GrpcFront | None = None  # the gRPC front, when grpcServerPort is set
         listener = _ClientChannels(self.clients)
         tls = ServerTls(config.tls)  # one context for both listeners
         tls.check()  # certificate files that cannot be read stop the start
@@ -353,7 +358,23 @@ class BrokerApp:
         ]
         if self.acl is not None:
             self._tasks.append(loop.create_task(self.acl.watch()))
+        if self.config.grpc_server_port is not None:
+            await self._start_grpc(host)
         log.info("broker.started", addr=self.config.broker_addr, name=self.config.broker_name)
+
+    async def _start_grpc(self, host: str) -> None:
+        """RocketMQ 5's gRPC front in local mode: the same front as mqproxy, its routes from
+        this broker's name servers, its requests to this broker over loopback remoting."""
+        from sidewinder.proxy.grpc_server import GrpcFront  # grpc only when it is on
+        from sidewinder.proxy.messaging import MessagingActivity
+
+        port = self.config.grpc_server_port or 0
+        if not self.config.namesrv_addrs:
+            raise ValueError("grpcServerPort needs namesrvAddr: the gRPC front finds routes there")
+        activity = MessagingActivity(self.config.namesrv_addrs, (self.config.broker_ip1, port))
+        self.grpc = GrpcFront(activity, host, port)
+        await self.grpc.start()
+        activity.endpoints = (self.config.broker_ip1, self.grpc.port)
 
     async def _every(self, period_s: float, work: Callable[[], Awaitable[None]]) -> None:
         while True:
@@ -447,6 +468,9 @@ class BrokerApp:
 
     async def stop(self) -> None:
         """Unregister, stop accepting, answer held pulls, save metadata, close the store."""
+        if self.grpc is not None:
+            await self.grpc.stop()
+            await self.grpc.activity.close()
         if self.metrics is not None:
             await self.metrics.stop()
         for task in self._tasks:

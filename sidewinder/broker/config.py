@@ -96,6 +96,9 @@ class BrokerConfig(BaseModel):
     enable_mixed_message_type: bool = False
     lite_pull_message_enable: bool = True
     recall_message_enable: bool = False
+    # RocketMQ 5's gRPC front in this process (its proxy's local mode, off unless a port is
+    # set; RocketMQ's proxy default is 8081). It finds routes through namesrvAddr.
+    grpc_server_port: int | None = Field(None, ge=0, le=65535)
     allow_recall_when_broker_not_writeable: bool = True
     server_load_balancer_enable: bool = True
     default_message_request_mode: Literal["PULL", "POP"] = "PULL"

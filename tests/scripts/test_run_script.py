@@ -18,6 +18,7 @@ ROOT = Path(__file__).parents[2]
 def test_run_script_starts_a_cluster_the_java_client_uses(tmp_path: Path) -> None:
     namesrv_port, broker_port = lease_port_block(), lease_port_block((-2, 0, 1))
     metrics_port = lease_port_block((0, 1))  # the broker's, then the name server's
+    grpc_port = lease_port_block()
     out = tmp_path / "run.out"
     with out.open("wb") as sink:
         proc = subprocess.Popen(
@@ -32,6 +33,8 @@ def test_run_script_starts_a_cluster_the_java_client_uses(tmp_path: Path) -> Non
                 str(broker_port),
                 "--metrics-port",
                 str(metrics_port),
+                "--grpc-port",
+                str(grpc_port),
             ],
             cwd=ROOT,
             stdout=sink,
