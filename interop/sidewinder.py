@@ -163,3 +163,42 @@ class SidewinderCluster:
 
     def __repr__(self) -> str:
         return f"SidewinderCluster(namesrv={self.namesrv_addr}, broker={self.broker_addr})"
+
+
+class MqProxy:
+    """Our gRPC front (mqproxy, cluster mode) as a process, in front of any target's name
+    server: RocketMQ 5's clients reach that target's brokers through it."""
+
+    def __init__(self, workdir: Path, namesrv_addr: str, startup_timeout_s: float = 30.0) -> None:
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = lease_port_block()
+        self.startup_timeout_s = startup_timeout_s
+        self.process = ManagedProcess(
+            "sidewinder mqproxy",
+            [
+                sys.executable,
+                "-m",
+                "sidewinder.proxy",
+                "-n",
+                namesrv_addr,
+                "--grpcServerPort",
+                str(self.port),
+                "--host",
+                "127.0.0.1",
+            ],
+            self.workdir / "mqproxy.out",
+            env=python_env(self.workdir),
+            cwd=self.workdir,
+        )
+
+    @property
+    def endpoints(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> MqProxy:
+        start_until_banner(self.process, self.port, self.startup_timeout_s)
+        return self
+
+    def stop(self, timeout_s: float = 15.0) -> int | None:
+        return self.process.stop(timeout_s)

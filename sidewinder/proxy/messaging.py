@@ -23,6 +23,9 @@ from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import (
     SEND_V2_NAMES,
+    ConsumerSendMsgBackRequestHeader,
+    EndTransactionRequestHeader,
+    PullMessageRequestHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
 )
@@ -38,6 +41,8 @@ from sidewinder.protocol.pop import (
     PopRequestCode,
     retry_flag,
 )
+from sidewinder.protocol.recall import RecallHandle, RecallHandleError, RecallMessageRequestHeader
+from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.protocol.subscription import Subscription
 from sidewinder.proxy import grpc_protocol as v2
 from sidewinder.proxy.convert import BadMessage, incoming, outgoing
@@ -54,6 +59,7 @@ MAX_INVISIBLE_MS = 12 * 3600 * 1000  # RocketMQ's maxInvisibleTimeMills
 MIN_INVISIBLE_MS = 10_000  # minInvisibleTimeMillsForRecv (renewals may be shorter)
 SEND_TIMEOUT_S = 3.0
 CALL_TIMEOUT_S = 5.0
+COMMIT, ROLLBACK = 0x8, 0xC  # MessageSysFlag.TRANSACTION_{COMMIT,ROLLBACK}_TYPE
 # Remoting refusals as v2 codes (the proxy's ProxyException / ResponseCode mapping).
 _CODES: dict[int, str] = {
     ResponseCode.TOPIC_NOT_EXIST: "TOPIC_NOT_FOUND",
@@ -293,7 +299,9 @@ class MessagingActivity:
         return v2.SendResultEntry(
             status=status(),
             message_id=message.system_properties.message_id,
-            transaction_id=answer.msg_id,
+            transaction_id=TransactionId(
+                queue.broker_name, answer.queue_offset, _commit_log_offset(answer.msg_id)
+            ).encode(),
             offset=answer.queue_offset,
             recall_handle=ext.get("recallHandle", ""),
         )
@@ -496,6 +504,168 @@ class MessagingActivity:
             offset,
         ).encode()
         return v2.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle)
+
+    # -- transactions, recall, dead letters ---------------------------------------------------
+    async def end_transaction(self, request: Any, caller: Caller) -> Any:
+        try:
+            tx = TransactionId.decode(request.transaction_id)
+        except ValueError as exc:
+            return v2.EndTransactionResponse(status=status("INVALID_TRANSACTION_ID", str(exc)))
+        resolution = request.resolution
+        if resolution not in (v2.TransactionResolution.COMMIT, v2.TransactionResolution.ROLLBACK):
+            return v2.EndTransactionResponse(
+                status=status(
+                    "BAD_REQUEST", "transaction resolution is neither COMMIT nor ROLLBACK"
+                )
+            )
+        topic = request.topic.name
+        header = EndTransactionRequestHeader(
+            producer_group=topic,
+            tran_state_table_offset=tx.queue_offset,
+            commit_log_offset=tx.commit_log_offset,
+            commit_or_rollback=COMMIT
+            if resolution == v2.TransactionResolution.COMMIT
+            else ROLLBACK,
+            from_transaction_check=request.source == v2.TransactionSource.SOURCE_SERVER_CHECK,
+            msg_id=request.message_id,
+            transaction_id=request.transaction_id,
+        )
+        try:
+            route = await self._route(topic)
+            addr = route.master(tx.broker_name)
+            if addr is None:
+                raise ClientError(
+                    ResponseCode.SERVICE_NOT_AVAILABLE, f"no master for {tx.broker_name}"
+                )
+            command = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext())
+            await self.remoting.invoke_oneway(addr, command)  # oneway, as RocketMQ sends it
+        except Exception as exc:
+            return v2.EndTransactionResponse(status=refusal(exc))
+        return v2.EndTransactionResponse(status=status())
+
+    async def recall_message(self, request: Any, caller: Caller) -> Any:
+        topic = request.topic.name
+        try:
+            handle = RecallHandle.decode(request.recall_handle)
+        except RecallHandleError as exc:
+            return v2.RecallMessageResponse(status=status("BAD_REQUEST", str(exc)))
+        header = RecallMessageRequestHeader(
+            topic=topic,
+            recall_handle=request.recall_handle,
+            producer_group=topic,
+            broker_name=handle.broker_name,
+        )
+        try:
+            route = await self._route(topic)
+            addr = route.master(handle.broker_name)
+            if addr is None:
+                raise ClientError(
+                    ResponseCode.SERVICE_NOT_AVAILABLE, f"no master for {handle.broker_name}"
+                )
+            command = RemotingCommand.request(RequestCode.RECALL_MESSAGE, header.to_ext())
+            reply = await self.remoting.invoke(addr, command, CALL_TIMEOUT_S)
+            _check(reply)
+        except Exception as exc:
+            return v2.RecallMessageResponse(status=refusal(exc))
+        answered = (reply.ext_fields or {}).get("msgId", handle.message_id)
+        return v2.RecallMessageResponse(status=status(), message_id=answered)
+
+    async def forward_message_to_dead_letter_queue(self, request: Any, caller: Caller) -> Any:
+        """The client gives up on a message: to %DLQ%group (CONSUMER_SEND_MSG_BACK with delay
+        level -1), then acked, as RocketMQ's proxy does."""
+        group, topic = request.group.name, request.topic.name
+        try:
+            info, addr = await self._handle_target(topic, request.receipt_handle)
+        except ValueError:
+            return v2.ForwardMessageToDeadLetterQueueResponse(
+                status=status("INVALID_RECEIPT_HANDLE", "the receipt handle is invalid")
+            )
+        except Exception as exc:
+            return v2.ForwardMessageToDeadLetterQueueResponse(status=refusal(exc))
+        commit_log_offset = await self._commit_log_offset_of(addr, topic, group, info)
+        back = ConsumerSendMsgBackRequestHeader(
+            offset=commit_log_offset,
+            group=group,
+            delay_level=-1,
+            origin_msg_id=request.message_id,
+            origin_topic=topic,
+            max_reconsume_times=request.max_delivery_attempts - 1,
+        )
+        ack = AckMessageRequestHeader(
+            consumer_group=group,
+            topic=info.real_topic(topic, group),
+            queue_id=info.queue_id,
+            extra_info=request.receipt_handle,
+            offset=_offset(info),
+            broker_name=info.broker_name,
+        )
+        try:
+            reply = await self.remoting.invoke(
+                addr,
+                RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, back.to_ext()),
+                CALL_TIMEOUT_S,
+            )
+            _check(reply)
+            reply = await self.remoting.invoke(
+                addr,
+                RemotingCommand.request(PopRequestCode.ACK_MESSAGE, ack.to_ext()),
+                CALL_TIMEOUT_S,
+            )
+            _check(reply)
+        except Exception as exc:
+            return v2.ForwardMessageToDeadLetterQueueResponse(status=refusal(exc))
+        return v2.ForwardMessageToDeadLetterQueueResponse(status=status())
+
+    async def _commit_log_offset_of(
+        self, addr: str, topic: str, group: str, info: ExtraInfo
+    ) -> int:
+        """The CommitLog offset of the message a handle names (CONSUMER_SEND_MSG_BACK reads the
+        message there): from its queue's entry, read with a one-message pull."""
+        header = PullMessageRequestHeader(
+            consumer_group=group,
+            topic=info.real_topic(topic, group),
+            queue_id=info.queue_id,
+            queue_offset=_offset(info),
+            max_msg_nums=1,
+            sys_flag=0,
+            commit_offset=0,
+            suspend_timeout_millis=0,
+            subscription="*",
+            sub_version=0,
+        )
+        reply = await self.remoting.invoke(
+            addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext()), CALL_TIMEOUT_S
+        )
+        _check(reply)
+        record = decode_record(reply.body_bytes, 0)
+        if not isinstance(record, MessageRecord):
+            raise ClientError(ResponseCode.NO_MESSAGE, "the message of the handle is gone")
+        return int(record.phy_offset)
+
+
+@dataclass(frozen=True)
+class TransactionId:
+    """What END_TRANSACTION needs of a prepared message, carried in the v2 transaction id the
+    send answered with (RocketMQ's proxy keeps the same in memory): its broker, its offset in
+    the half topic's queue and in the CommitLog."""
+
+    broker_name: str
+    queue_offset: int
+    commit_log_offset: int
+
+    def encode(self) -> str:
+        return f"{self.commit_log_offset:016X}{self.queue_offset:016X}{self.broker_name}"
+
+    @classmethod
+    def decode(cls, text: str) -> TransactionId:
+        if len(text) <= 32:
+            raise ValueError(f"transaction id {text!r} is not one this front gave")
+        return cls(text[32:], int(text[16:32], 16), int(text[:16], 16))
+
+
+def _commit_log_offset(offset_msg_id: str) -> int:
+    """The CommitLog offset an offset message id ends with (its last 16 hex digits)."""
+    return int(offset_msg_id[-16:], 16)
 
 
 def _offset(info: ExtraInfo) -> int:

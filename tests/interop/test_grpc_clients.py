@@ -1,0 +1,147 @@
+"""RocketMQ 5's stock gRPC client (rocketmq-python-client 5.1.2, unchanged, in a subprocess)
+through our gRPC front: `mqproxy` in cluster mode in front of the real RocketMQ 5.3.2 broker and
+in front of Sidewinder's, and the front inside Sidewinder's broker (local mode). What passes in
+front of RocketMQ 5.3.2 must pass in front of ours."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+
+import pytest
+
+from interop.drivers import run_driver
+from interop.ports import lease_port_block
+from interop.sidewinder import MqProxy
+from interop.target import ClusterTarget, create_target
+from sidewinder.protocol.codes import ResponseCode
+from sidewinder.remoting.client import SyncRemotingClient
+from tests.helpers import send_request, unique
+from tests.interop.pop_requests import create_group_request, create_topic_request
+
+PYTHON5 = "python5"
+
+
+@pytest.fixture(scope="session")
+def front(pop_target: ClusterTarget, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The gRPC endpoints of an mqproxy in front of the shared 5.x target."""
+    proxy = MqProxy(tmp_path_factory.mktemp("mqproxy"), pop_target.namesrv_addr).start()
+    try:
+        yield proxy.endpoints
+    finally:
+        proxy.stop()
+
+
+@pytest.fixture(scope="module")
+def local_front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ClusterTarget, str]]:
+    """A Sidewinder broker with its own gRPC front (grpcServerPort, local mode)."""
+    port = lease_port_block()
+    workdir = tmp_path_factory.mktemp("local-grpc")
+    target = create_target("sidewinder", workdir, {"grpcServerPort": port}).start()
+    try:
+        yield target, f"127.0.0.1:{port}"
+    finally:
+        target.stop()
+
+
+def _topic_and_group(client: SyncRemotingClient, target: ClusterTarget) -> tuple[str, str]:
+    topic, group = unique("GrpcTopic"), unique("GrpcGroup")
+    for request in (create_topic_request(topic, 2), create_group_request(group)):
+        reply = client.invoke(target.broker_addr, request, 10)
+        assert reply.code == ResponseCode.SUCCESS, reply
+    return topic, group
+
+
+def _round_trip(endpoints: str, topic: str, group: str) -> None:
+    """Send five messages with tag, keys and a property; a simple consumer gets each once."""
+    produced = run_driver(
+        PYTHON5,
+        "produce",
+        endpoints=endpoints,
+        topic=topic,
+        count=5,
+        tag="TagA",
+        prop=["color=red"],
+    )
+    produced.check()
+    sent = produced.sent()
+    assert [e["status"] for e in sent] == ["SEND_OK"] * 5
+    consumed = run_driver(
+        PYTHON5,
+        "simple-consume",
+        endpoints=endpoints,
+        topic=topic,
+        group=group,
+        expect=5,
+        tags="TagA",
+        await_duration=5,
+        timeout_s=90,
+    )
+    consumed.check()
+    got = consumed.received()
+    assert sorted(e["msgId"] for e in got) == sorted(e["msgId"] for e in sent)
+    assert {e["bodyMd5"] for e in got} == {e["bodyMd5"] for e in sent}
+    for event in got:
+        assert event["tags"] == "TagA" and event["properties"] == {"color": "red"}
+        assert event["messageType"] == "NORMAL" and event["deliveryAttempt"] == 1
+        assert event["keys"] and event["action"] == "ok"
+        assert "corrupted" not in event
+
+
+def test_send_and_simple_consume_through_mqproxy(
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+) -> None:
+    topic, group = _topic_and_group(client, pop_target)
+    _round_trip(front, topic, group)
+
+
+def test_send_and_simple_consume_through_the_brokers_own_front(
+    local_front: tuple[ClusterTarget, str], client: SyncRemotingClient
+) -> None:
+    target, endpoints = local_front
+    topic, group = _topic_and_group(client, target)
+    _round_trip(endpoints, topic, group)
+
+
+def test_a_4x_producers_messages_reach_a_5x_consumer(
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+) -> None:
+    topic, group = _topic_and_group(client, pop_target)
+    bodies = [b"from-4x-%d" % n for n in range(3)]
+    for n, body in enumerate(bodies):
+        reply = client.invoke(pop_target.broker_addr, send_request(topic, body, queue_id=n % 2), 10)
+        assert reply.code == ResponseCode.SUCCESS, reply
+    consumed = run_driver(
+        PYTHON5,
+        "simple-consume",
+        endpoints=front,
+        topic=topic,
+        group=group,
+        expect=3,
+        await_duration=5,
+        timeout_s=90,
+    )
+    consumed.check()
+    assert sorted(e["bodyMd5"] for e in consumed.received()) == sorted(
+        hashlib.md5(body).hexdigest() for body in bodies
+    )
+
+
+def test_the_route_of_an_unknown_topic_is_topic_not_found(front: str) -> None:
+    routed = run_driver(PYTHON5, "route", endpoints=front, topic=unique("NoSuchTopic"))
+    events = [e for e in routed.events if e.get("event") in ("route", "error")]
+    assert events, routed.events
+    assert events[-1].get("codeName") == "TOPIC_NOT_FOUND", events
+
+
+def test_the_route_names_the_front_as_every_brokers_endpoint(
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+) -> None:
+    topic, _ = _topic_and_group(client, pop_target)
+    routed = run_driver(PYTHON5, "route", endpoints=front, topic=topic)
+    routed.check()
+    (route,) = [e for e in routed.events if e.get("event") == "route"]
+    assert route["codeName"] == "OK"
+    assert {q["endpoints"][0] for q in route["queues"]} == {front}
+    assert sorted(q["id"] for q in route["queues"]) == [0, 1]
+    assert {q["broker"] for q in route["queues"]} == {pop_target.broker_name}
