@@ -88,6 +88,7 @@ def test_the_drivers_own_timeout_ends_a_run(silent: str) -> None:
         ("simple-consume", {"expect": 1}, "needs --group"),
         ("push-consume", {"group": "G"}, "needs --expect"),
         ("produce", {"count": 1, "prop": ["a="]}, "--prop needs K=V"),
+        ("transact", {"count": 1, "answer": "unknow"}, "transact needs --answer"),
     ],
 )
 def test_usage_errors_exit_2(

@@ -113,7 +113,7 @@ def start_watchdog(timeout):
 # ---------------------------------------------------------------------------------------------
 # command line
 
-ACTIONS = ("produce", "simple-consume", "push-consume", "route")
+ACTIONS = ("produce", "transact", "simple-consume", "push-consume", "route")
 
 
 def _flag(text):
@@ -149,6 +149,8 @@ def parse_args(argv):
     p.add_argument("--message-group", default=None)
     p.add_argument("--deliver-after-ms", type=int, default=0)
     p.add_argument("--keep-going", type=_flag, nargs="?", const=True, default=False)
+    # transact
+    p.add_argument("--answer", default=None)
     # consume (both kinds)
     p.add_argument("--expect", type=int, default=None)
     p.add_argument("--tags", default="*")
@@ -173,13 +175,15 @@ def parse_args(argv):
     args.props = props
     if bool(args.access_key) != bool(args.secret_key):
         raise UsageError("--access-key and --secret-key go together")
-    if args.command == "produce":
+    if args.command in ("produce", "transact"):
         if args.count is None or args.count < 0:
-            raise UsageError("produce needs --count N (N >= 0)")
+            raise UsageError(f"{args.command} needs --count N (N >= 0)")
         if args.message_group and args.deliver_after_ms:
             raise UsageError("--message-group and --deliver-after-ms exclude each other")
         if args.tag is not None and ("|" in args.tag or not args.tag.strip()):
             raise UsageError("--tag must not be blank nor contain '|'")
+    if args.command == "transact" and args.answer not in ANSWERS:
+        raise UsageError(f"transact needs --answer, one of {', '.join(ANSWERS)}")
     if args.command in ("simple-consume", "push-consume"):
         if not args.group:
             raise UsageError(f"{args.command} needs --group G")
@@ -267,101 +271,188 @@ def _compact(event):
 # produce
 
 
-def produce(rmq, args):
-    if args.mode not in ("sync", "async"):
-        # The 5.x client sends one message per call and has no oneway or batch send.
-        fail("unsupported", f"produce --mode {args.mode} (the 5.x client: sync, async)", 2)
-    producer = rmq.Producer(client_configuration(rmq, args), topics=[args.topic])
+def message_for(rmq, args, i):
+    msg = rmq.Message()
+    msg.topic = args.topic
+    msg.body = make_body(args, i)
+    if args.tag:
+        msg.tag = args.tag
+    msg.keys = f"{args.keys_prefix}{i}"
+    for k, v in args.props.items():
+        msg.add_property(k, v)
+    if args.message_group:
+        msg.message_group = args.message_group
+    if args.deliver_after_ms:
+        # The client puts this value in a Timestamp's seconds: whole seconds, rounded up.
+        due_ms = time.time_ns() // 1_000_000 + args.deliver_after_ms
+        msg.delivery_timestamp = -(-due_ms // 1000)
+    return msg
+
+
+def sent_event(args, i, msg, receipt, **extra):
+    queue = receipt.message_queue.message_queue0()
+    body = msg.body
+    return _compact(
+        {
+            "event": "sent",
+            "client": CLIENT,
+            "topic": args.topic,
+            # The queue the client addressed; the server picks where the message goes (a 5.x
+            # proxy does) and its answer names no queue, only the offset.
+            "broker": queue.broker.name,
+            "clientQueueId": queue.id,
+            "queueOffset": receipt.offset,
+            "msgId": receipt.message_id,
+            "transactionId": receipt.transaction_id or None,
+            "recallHandle": receipt.recall_handle,
+            "status": "SEND_OK",
+            "keys": _keys(msg.keys),
+            "tags": msg.tag,
+            "properties": dict(args.props),
+            "messageGroup": msg.message_group,
+            "deliveryTimestamp": msg.delivery_timestamp * 1000 if msg.delivery_timestamp else None,
+            "bodyMd5": hashlib.md5(body).hexdigest(),
+            "bodyLen": len(body),
+            "index": i,
+            **extra,
+        }
+    )
+
+
+def start_producer(rmq, args, checker=None):
+    producer = rmq.Producer(client_configuration(rmq, args), topics=[args.topic], checker=checker)
     try:
         producer.startup()
     except Exception as exc:
         fail("client", **describe_exception(exc), status=1)
     emit({"event": "ready", "client": CLIENT})
+    return producer
 
-    def message_for(i):
-        msg = rmq.Message()
-        msg.topic = args.topic
-        msg.body = make_body(args, i)
-        if args.tag:
-            msg.tag = args.tag
-        msg.keys = f"{args.keys_prefix}{i}"
-        for k, v in args.props.items():
-            msg.add_property(k, v)
-        if args.message_group:
-            msg.message_group = args.message_group
-        if args.deliver_after_ms:
-            # The client puts this value in a Timestamp's seconds: whole seconds, rounded up.
-            due_ms = time.time_ns() // 1_000_000 + args.deliver_after_ms
-            msg.delivery_timestamp = -(-due_ms // 1000)
-        return msg
 
-    def sent_event(i, msg, receipt):
-        queue = receipt.message_queue.message_queue0()
-        body = msg.body
-        return _compact(
-            {
-                "event": "sent",
-                "client": CLIENT,
-                "topic": args.topic,
-                # The queue the client addressed; the server picks where the message goes (a
-                # 5.x proxy does) and its answer names no queue, only the offset.
-                "broker": queue.broker.name,
-                "clientQueueId": queue.id,
-                "queueOffset": receipt.offset,
-                "msgId": receipt.message_id,
-                "transactionId": receipt.transaction_id or None,
-                "recallHandle": receipt.recall_handle,
-                "status": "SEND_OK",
-                "keys": _keys(msg.keys),
-                "tags": msg.tag,
-                "properties": dict(args.props),
-                "messageGroup": msg.message_group,
-                "deliveryTimestamp": (
-                    msg.delivery_timestamp * 1000 if msg.delivery_timestamp else None
-                ),
-                "bodyMd5": hashlib.md5(body).hexdigest(),
-                "bodyLen": len(body),
-                "index": i,
-            }
-        )
+def send_error(i, exc):
+    return {"event": "error", "error": "send", "index": i, **describe_exception(exc)}
 
+
+def produce(rmq, args):
+    if args.mode not in ("sync", "async"):
+        # The 5.x client sends one message per call and has no oneway or batch send.
+        fail("unsupported", f"produce --mode {args.mode} (the 5.x client: sync, async)", 2)
+    producer = start_producer(rmq, args)
     sent = 0
     failed = 0
     indices = range(args.start, args.start + args.count)
     if args.mode == "sync":
         for i in indices:
-            msg = message_for(i)
+            msg = message_for(rmq, args, i)
             try:
                 receipt = producer.send(msg)
             except Exception as exc:
                 failed += 1
                 if not args.keep_going:
                     fail("send", **describe_exception(exc), index=i, status=1)
-                emit({"event": "error", "error": "send", "index": i, **describe_exception(exc)})
+                emit(send_error(i, exc))
                 continue
-            emit(sent_event(i, msg, receipt))
+            emit(sent_event(args, i, msg, receipt))
             sent += 1
     else:
         pending = []
         for i in indices:
-            msg = message_for(i)
+            msg = message_for(rmq, args, i)
             try:
                 pending.append((i, msg, producer.send_async(msg)))
             except Exception as exc:  # refused before it left (route, message type)
                 failed += 1
-                emit({"event": "error", "error": "send", "index": i, **describe_exception(exc)})
+                emit(send_error(i, exc))
         for i, msg, future in pending:
             try:
                 receipt = future.result()
             except Exception as exc:
                 failed += 1
-                emit({"event": "error", "error": "send", "index": i, **describe_exception(exc)})
+                emit(send_error(i, exc))
                 continue
-            emit(sent_event(i, msg, receipt))
+            emit(sent_event(args, i, msg, receipt))
             sent += 1
     if failed:
         fail("send", f"{failed} of {args.count} sends failed", 1)
     finish({"sent": sent}, [producer])
+
+
+# ---------------------------------------------------------------------------------------------
+# transact
+
+ANSWERS = ("commit", "rollback", "unknown-commit", "unknown-rollback", "unknown")
+
+
+def transact(rmq, args):
+    """Each message is a half message of its own transaction, then committed or rolled back at
+    once (`commit`, `rollback`), or left open for the server's check (RecoverOrphanedTransaction
+    over Telemetry), which the checker answers (`unknown-commit`, `unknown-rollback`). `unknown`
+    leaves them all open and ends without waiting. The 5.x client has no UNKNOW answer."""
+    if args.mode != "sync":
+        fail("unsupported", "transactions are sent one by one (--mode sync)", 2)
+    if args.message_group or args.deliver_after_ms:
+        fail("usage", "a transaction message has no message group nor delivery time", 2)
+    resolution = rmq.TransactionResolution
+    check_answer = resolution.COMMIT if args.answer == "unknown-commit" else resolution.ROLLBACK
+    lock = threading.Lock()
+    transaction_ids = {}  # msgId -> transactionId, from the send receipts
+    waiting = set()  # msgIds still waiting for their check
+    checked = set()
+    all_checked = threading.Event()
+
+    class Checker(rmq.TransactionChecker):
+        def check(self, message):
+            with lock:
+                msg_id = message.message_id
+                checked.add(msg_id)
+                waiting.discard(msg_id)
+                if not waiting and len(transaction_ids) == args.count:
+                    all_checked.set()
+                transaction_id = transaction_ids.get(msg_id)
+            emit(
+                _compact(
+                    {
+                        "event": "checked",
+                        "client": CLIENT,
+                        "transactionId": transaction_id,
+                        "msgId": msg_id,
+                        "answer": "commit" if check_answer == resolution.COMMIT else "rollback",
+                    }
+                )
+            )
+            return check_answer
+
+    producer = start_producer(rmq, args, Checker())
+    wait_checks = args.answer in ("unknown-commit", "unknown-rollback")
+    for i in range(args.start, args.start + args.count):
+        msg = message_for(rmq, args, i)
+        try:
+            transaction = producer.begin_transaction()
+            receipt = producer.send(msg, transaction=transaction)
+        except Exception as exc:
+            fail("send", **describe_exception(exc), index=i, status=1)
+        with lock:
+            transaction_ids[receipt.message_id] = receipt.transaction_id
+            if wait_checks and receipt.message_id not in checked:
+                waiting.add(receipt.message_id)
+        state = "UNKNOW"
+        try:
+            if args.answer == "commit":
+                transaction.commit()
+                state = "COMMIT_MESSAGE"
+            elif args.answer == "rollback":
+                transaction.rollback()
+                state = "ROLLBACK_MESSAGE"
+        except Exception as exc:
+            fail("end-transaction", **describe_exception(exc), index=i, status=1)
+        emit(sent_event(args, i, msg, receipt, localState=state))
+    with lock:
+        if not waiting:
+            all_checked.set()
+    if wait_checks:
+        all_checked.wait()  # the watchdog ends a run whose checks never come
+        time.sleep(0.5)  # the checker's EndTransaction goes out after check() returned
+    finish({"sent": args.count, "checked": len(checked)}, [producer])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -598,6 +689,7 @@ def main(argv):
         fail("client", f"cannot import the rocketmq 5.x client: {exc!r}", 1)
     action = {
         "produce": produce,
+        "transact": transact,
         "simple-consume": simple_consume,
         "push-consume": push_consume,
         "route": route,
