@@ -15,6 +15,9 @@ ROCKETMQ_SERVER_VERSION = "4.9.7"
 ROCKETMQ_CLIENT_VERSION = "4.9.8"
 ROCKETMQ_BENCH_VERSION = "4.7.0"
 CPP_CLIENT_PACKAGE = "rocketmq==0.4.4"
+# The stock RocketMQ 5 Python client (gRPC). Its generated protos register the same descriptor
+# names as our own server stubs, so it gets a virtualenv of its own, like the C++ one.
+PY5_CLIENT_PACKAGE = "rocketmq-python-client==5.1.2"
 
 CACHE_ENV = "SIDEWINDER_INTEROP_CACHE"
 
@@ -49,6 +52,14 @@ class BenchCache:
     @property
     def cpp_python(self) -> Path:
         return self.cpp_venv / "bin" / "python"
+
+    @property
+    def py5_venv(self) -> Path:
+        return self.root / "py5-venv"
+
+    @property
+    def py5_python(self) -> Path:
+        return self.py5_venv / "bin" / "python"
 
     @property
     def node_dir(self) -> Path:

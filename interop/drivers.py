@@ -5,6 +5,9 @@ run = run_driver("go", "produce", namesrv=t.namesrv_addr, topic="T", group="P1",
 run.check(); run.sent()
 consumer = start_driver("node", "consume", ..., expect=1000)   # runs while we produce
 consumer.wait().received()
+
+The RocketMQ 5 gRPC client (`python5`) takes the gRPC front's address instead of a name server:
+run_driver("python5", "produce", endpoints="127.0.0.1:8081", topic="T", count=10)
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ CLIENTS = ("java", "cpp", "node", "go")
 # The 5.3.2 remoting client, through the Java driver built against it: the 5.x scenarios' client.
 JAVA5 = "java5"
 JAVA_DRIVER_MAIN = "Driver"
+# The stock RocketMQ 5 gRPC client (PyPI rocketmq-python-client 5.1.2), through
+# interop/drivers/python5: its actions and options are its own (PROTOCOL.md, "python5").
+PYTHON5 = "python5"
 
 
 class DriverError(AssertionError):
@@ -71,7 +77,9 @@ def driver_command(
         return ["node", str(DRIVERS_DIR / "node" / "driver.js")]
     if client == "go":
         return [str(cache.go_driver)]
-    raise ValueError(f"unknown client {client!r}; one of {', '.join((*CLIENTS, JAVA5))}")
+    if client == PYTHON5:
+        return [str(cache.py5_python), str(DRIVERS_DIR / "python5" / "driver.py")]
+    raise ValueError(f"unknown client {client!r}; one of {', '.join((*CLIENTS, JAVA5, PYTHON5))}")
 
 
 # What each driver needs from the bench cache, and the registry its install step uses.
@@ -81,6 +89,7 @@ DRIVER_ARTIFACTS = {
     "cpp": (lambda c: c.cpp_python, "cpp", "PyPI"),
     "node": (lambda c: c.node_modules / "ali-ons", "node", "the npm registry"),
     "go": (lambda c: c.go_driver, "go", "the Go module proxy"),
+    PYTHON5: (lambda c: c.py5_python, "py5", "PyPI"),
 }
 
 
@@ -102,6 +111,10 @@ def driver_env(client: str, workdir: Path, cache: BenchCache | None = None) -> d
     env["HOME"] = str(workdir)
     if client == "node":
         env["NODE_PATH"] = str(cache.node_modules)
+    if client == PYTHON5:
+        # Its own venv alone: none of our modules (nor our generated protos) on its path.
+        for name in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):
+            env.pop(name, None)
     return env
 
 
@@ -177,9 +190,10 @@ class DriverProcess:
         client: str,
         action: str,
         *,
-        namesrv: str,
         topic: str,
-        group: str,
+        namesrv: str | None = None,
+        endpoints: str | None = None,
+        group: str | None = None,
         timeout_s: float = 60.0,
         workdir: Path | None = None,
         cache: BenchCache | None = None,
@@ -188,6 +202,11 @@ class DriverProcess:
     ) -> None:
         if jvm_props and client not in ("java", JAVA5):
             raise ValueError(f"jvm_props are for the java driver, not {client}")
+        # The 4.x drivers find brokers through a name server; python5 talks to the gRPC front.
+        if client == PYTHON5 and (endpoints is None or namesrv is not None):
+            raise ValueError("the python5 driver takes `endpoints` (the gRPC front), no namesrv")
+        if client != PYTHON5 and (namesrv is None or endpoints is not None or group is None):
+            raise ValueError(f"the {client} driver takes `namesrv` and `group`, no endpoints")
         self.client = client
         # A directory of our own making goes when the run is collected; a caller's stays.
         self._owns_workdir = workdir is None
@@ -196,12 +215,10 @@ class DriverProcess:
         self.timeout_s = timeout_s
         self.argv = [
             action,
-            "--namesrv",
-            namesrv,
+            *option_args({"namesrv": namesrv, "endpoints": endpoints}),
             "--topic",
             topic,
-            "--group",
-            group,
+            *option_args({"group": group}),
             "--timeout",
             str(timeout_s),
             *option_args(options),

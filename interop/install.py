@@ -5,8 +5,9 @@
     python -m interop.install maven java # only these steps
 
 Steps: `maven` (RocketMQ's published jars, one classpath per role), `java` (our Java driver,
-compiled against the 4.9.8 client), `cpp` (PyPI `rocketmq` 0.4.4 in its own virtualenv), `node`
-(npm `ali-ons` from our lockfile), `go` (rocketmq-client-go from the Go module proxy). Each step
+compiled against the 4.9.8 client), `cpp` (PyPI `rocketmq` 0.4.4 in its own virtualenv), `py5`
+(PyPI `rocketmq-python-client` 5.1.2, the gRPC client, in another), `node` (npm `ali-ons` from our
+lockfile), `go` (rocketmq-client-go from the Go module proxy). Each step
 records a stamp of its inputs, so a second run does no network access at all. A failed download
 names the registry that could not be reached.
 """
@@ -28,6 +29,7 @@ from interop.cache import (
     CPP_CLIENT_PACKAGE,
     DRIVERS_DIR,
     INTEROP_DIR,
+    PY5_CLIENT_PACKAGE,
     BenchCache,
     bench_cache,
 )
@@ -192,26 +194,32 @@ def _javac(cache: BenchCache, sources: list[Path], role: str) -> Path:
 
 
 def install_cpp(cache: BenchCache) -> str:
-    digest = _digest([], CPP_CLIENT_PACKAGE, sys.version)
-    if _fresh(cache, "cpp", digest, cache.cpp_python):
+    return _install_venv(cache, "cpp", cache.cpp_venv, cache.cpp_python, CPP_CLIENT_PACKAGE)
+
+
+def install_py5(cache: BenchCache) -> str:
+    # The stock RocketMQ 5 gRPC client for interop/drivers/python5. Never in the project's venv:
+    # its generated protos and ours register the same descriptor names, which clash in one
+    # interpreter (a "duplicate symbol" error at import).
+    return _install_venv(cache, "py5", cache.py5_venv, cache.py5_python, PY5_CLIENT_PACKAGE)
+
+
+def _install_venv(cache: BenchCache, step: str, venv: Path, python: Path, package: str) -> str:
+    """A virtualenv of its own with one pinned PyPI package (and what it depends on)."""
+    digest = _digest([], package, sys.version)
+    if _fresh(cache, step, digest, python):
         return "up to date"
-    if cache.cpp_venv.exists():
-        shutil.rmtree(cache.cpp_venv)
-    _run([sys.executable, "-m", "venv", str(cache.cpp_venv)], "python venv")
+    # Not stamped until pip succeeded, so a half-made venv is redone by the next run.
+    (cache.stamps / step).unlink(missing_ok=True)
+    if venv.exists():
+        shutil.rmtree(venv)
+    _run([sys.executable, "-m", "venv", str(venv)], "python venv")
     _run(
-        [
-            str(cache.cpp_python),
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--disable-pip-version-check",
-            CPP_CLIENT_PACKAGE,
-        ],
+        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", package],
         "PyPI",
     )
-    _stamp(cache, "cpp", digest)
-    return f"{CPP_CLIENT_PACKAGE} in {cache.cpp_venv}"
+    _stamp(cache, step, digest)
+    return f"{package} in {venv}"
 
 
 def install_node(cache: BenchCache) -> str:
@@ -252,6 +260,7 @@ STEPS: dict[str, Callable[[BenchCache], str]] = {
     "maven": install_maven,
     "java": install_java,
     "cpp": install_cpp,
+    "py5": install_py5,
     "node": install_node,
     "go": install_go,
 }

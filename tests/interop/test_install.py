@@ -38,15 +38,18 @@ def test_npm_registry_unreachable(
     assert not (tmp_path / "cache" / "node").exists()
 
 
+@pytest.mark.parametrize("step", ["cpp", "py5"])
 def test_pypi_unreachable(
-    dead_registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    step: str, dead_registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PIP_INDEX_URL", f"{dead_registry}/simple")
     monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
     monkeypatch.setenv("PIP_RETRIES", "0")
     monkeypatch.setenv("PIP_TIMEOUT", "2")
-    message = run_step(install.install_cpp, BenchCache(tmp_path / "cache"))
+    cache = BenchCache(tmp_path / "cache")
+    message = run_step(install.STEPS[step], cache)
     assert "PyPI" in message and "rocketmq" in message
+    assert not (cache.stamps / step).exists()
 
 
 def test_go_module_proxy_unreachable(
