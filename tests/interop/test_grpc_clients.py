@@ -145,3 +145,99 @@ def test_the_route_names_the_front_as_every_brokers_endpoint(
     assert {q["endpoints"][0] for q in route["queues"]} == {front}
     assert sorted(q["id"] for q in route["queues"]) == [0, 1]
     assert {q["broker"] for q in route["queues"]} == {pop_target.broker_name}
+
+
+def test_committed_transactions_are_delivered_and_rolled_back_ones_are_not(
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+) -> None:
+    topic, group = _topic_and_group(client, pop_target)
+    committed = run_driver(
+        PYTHON5,
+        "transact",
+        endpoints=front,
+        topic=topic,
+        count=2,
+        answer="commit",
+        body_prefix="commit-",
+    )
+    committed.check()
+    rolled_back = run_driver(
+        PYTHON5,
+        "transact",
+        endpoints=front,
+        topic=topic,
+        count=2,
+        answer="rollback",
+        body_prefix="rollback-",
+    )
+    rolled_back.check()
+    consumed = run_driver(
+        PYTHON5,
+        "simple-consume",
+        endpoints=front,
+        topic=topic,
+        group=group,
+        expect=2,
+        await_duration=5,
+        linger=3,
+        timeout_s=90,
+    )
+    consumed.check()
+    got = consumed.received()
+    assert sorted(e["msgId"] for e in got) == sorted(e["msgId"] for e in committed.sent())
+    assert {e["messageType"] for e in got} == {"TRANSACTION"}
+
+
+def test_a_push_consumer_gets_every_message_and_a_failed_one_again(
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+) -> None:
+    """The listener fails the first delivery of one message: the client asks for it again
+    later (ChangeInvisibleDuration, its backoff), and it comes back as a second attempt."""
+    topic, group = _topic_and_group(client, pop_target)
+    produced = run_driver(PYTHON5, "produce", endpoints=front, topic=topic, count=3)
+    produced.check()
+    consumed = run_driver(
+        PYTHON5,
+        "push-consume",
+        endpoints=front,
+        topic=topic,
+        group=group,
+        expect=3,
+        reconsume_later=1,
+        timeout_s=90,
+    )
+    consumed.check()
+    events = consumed.received(only_ok=False)
+    ok = [e for e in events if e["action"] == "ok"]
+    later = [e for e in events if e["action"] == "later"]
+    assert sorted(e["msgId"] for e in ok) == sorted(e["msgId"] for e in produced.sent())
+    assert len(later) == 1
+    (again,) = [e for e in ok if e["msgId"] == later[0]["msgId"]]
+    assert again["deliveryAttempt"] == 2
+
+
+def test_a_delayed_message_arrives_after_its_time(
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+) -> None:
+    topic, group = _topic_and_group(client, pop_target)
+    produced = run_driver(
+        PYTHON5, "produce", endpoints=front, topic=topic, count=1, deliver_after_ms=3000
+    )
+    produced.check()
+    (sent,) = produced.sent()
+    consumed = run_driver(
+        PYTHON5,
+        "simple-consume",
+        endpoints=front,
+        topic=topic,
+        group=group,
+        expect=1,
+        await_duration=5,
+        timeout_s=90,
+    )
+    consumed.check()
+    (got,) = consumed.received()
+    assert got["msgId"] == sent["msgId"] and got["messageType"] == "DELAY"
+    assert got["deliveryTimestamp"] == sent["deliveryTimestamp"]
+    # Put into its topic by the timer when due: a timer's precision (1 s) early at most.
+    assert got["storeTimestamp"] >= sent["deliveryTimestamp"] - 1000, (got, sent)
