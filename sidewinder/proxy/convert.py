@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from sidewinder.client.pop_client import PoppedMessage
+from sidewinder.client.pulling import ReceivedMessage
 from sidewinder.protocol.message import MessageConst
 from sidewinder.protocol.pop import PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK
 from sidewinder.proxy import grpc_protocol as v2
@@ -129,28 +127,26 @@ def message_type_of(properties: dict[str, str]) -> int:
     return int(v2.MessageType.NORMAL)
 
 
-def incoming(popped: PoppedMessage, receipt_handle: str, invisible_ms: int) -> Any:
-    """The v2 `Message` a consumer receives for a popped 4.x message."""
-    props = popped.properties
+def incoming(message: ReceivedMessage, receipt_handle: str, invisible_ms: int) -> Any:
+    """The v2 `Message` a consumer receives for a 4.x message (its body already plain: a
+    compressed one was inflated as it was read)."""
+    props = message.properties
     user = {k: v for k, v in props.items() if k not in _RESERVED}
-    body = popped.body
-    encoding = v2.Encoding.IDENTITY
-    if popped.sys_flag & COMPRESSED_FLAG:
-        encoding = v2.Encoding.GZIP
+    body = message.body
+    digest = hashlib.md5(body).hexdigest().upper()
     system = v2.SystemProperties(
-        message_id=popped.msg_id,
-        body_digest=v2.Digest(
-            type=v2.DigestType.MD5, checksum=hashlib.md5(body).hexdigest().upper()
-        ),
-        body_encoding=encoding,
+        message_id=message.msg_id,
+        body_digest=v2.Digest(type=v2.DigestType.MD5, checksum=digest),
+        body_encoding=v2.Encoding.IDENTITY,
         message_type=message_type_of(props),
-        born_host=popped.born_host.rsplit(":", 1)[0],
-        store_host=popped.store_host,
-        receipt_handle=receipt_handle,
-        queue_id=popped.queue.queue_id,
-        queue_offset=popped.queue_offset,
-        delivery_attempt=popped.reconsume_times + 1,
+        born_host=message.born_host.rsplit(":", 1)[0],
+        store_host=message.store_host,
+        queue_id=message.queue.queue_id,
+        queue_offset=message.queue_offset,
+        delivery_attempt=message.reconsume_times + 1,
     )
+    if receipt_handle:
+        system.receipt_handle = receipt_handle
     tag = props.get(MessageConst.TAGS)
     if tag is not None:
         system.tag = tag
@@ -164,22 +160,13 @@ def incoming(popped: PoppedMessage, receipt_handle: str, invisible_ms: int) -> A
     deliver = props.get(MessageConst.TIMER_DELIVER_MS)
     if deliver and deliver.isdigit():
         system.delivery_timestamp.FromMilliseconds(int(deliver))
-    system.born_timestamp.FromMilliseconds(popped.born_timestamp)
-    system.store_timestamp.FromMilliseconds(popped.store_timestamp)
-    system.invisible_duration.FromMilliseconds(invisible_ms)
+    system.born_timestamp.FromMilliseconds(message.born_timestamp)
+    system.store_timestamp.FromMilliseconds(message.store_timestamp)
+    if invisible_ms:
+        system.invisible_duration.FromMilliseconds(invisible_ms)
     return v2.Message(
-        topic=v2.Resource(name=popped.topic),
+        topic=v2.Resource(name=message.topic),
         user_properties=user,
         system_properties=system,
         body=body,
     )
-
-
-def plain_body(body: bytes, sys_flag: int) -> bytes:
-    """A stored body as its producer gave it (a 4.x compressed body is zlib, a 5.x one gzip)."""
-    if not sys_flag & COMPRESSED_FLAG:
-        return body
-    try:
-        return gzip.decompress(body)
-    except (OSError, EOFError):
-        return zlib.decompress(body)

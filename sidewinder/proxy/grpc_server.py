@@ -4,6 +4,7 @@ transport can be replaced without touching what the RPCs do."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -13,6 +14,7 @@ import structlog
 from google.protobuf import message_factory
 
 from sidewinder.proxy import grpc_protocol as v2
+from sidewinder.proxy.clients import GrpcClient
 from sidewinder.proxy.messaging import Caller, MessagingActivity, status
 
 log = structlog.get_logger(__name__)
@@ -131,13 +133,37 @@ class GrpcFront:
         return handle
 
     async def _telemetry(self, commands: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
-        """The client's settings answered with the merged ones; what else a client sends on
-        the stream (thread stacks, verify results) has no server command waiting for it yet."""
+        """The client's settings answered with the merged ones; then, while the stream is
+        open, the commands the front pushes to the client (a broker's transaction check).
+        What else a client sends (thread stacks, verify results) waits for no command yet."""
         caller = caller_of(context)
         if not caller.client_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{CLIENT_ID} is missing")
             return
-        async for command in commands:
-            if command.HasField("settings"):
-                merged = self.activity.merge_settings(command.settings, caller)
-                yield v2.TelemetryCommand(status=status(), settings=merged)
+        outbox: asyncio.Queue[Any] = asyncio.Queue()
+        attached: list[GrpcClient] = []
+
+        async def read() -> None:
+            try:
+                async for command in commands:
+                    if command.HasField("settings"):
+                        client = await self.activity.settings_arrived(command.settings, caller)
+                        client.telemetry = outbox
+                        attached.append(client)
+                        outbox.put_nowait(
+                            v2.TelemetryCommand(status=status(), settings=client.settings)
+                        )
+            except Exception as exc:  # the stream broke: the client reconnects on its own
+                log.info("proxy.telemetry_ended", client=caller.client_id, error=str(exc))
+            finally:
+                outbox.put_nowait(None)
+
+        reader = asyncio.get_running_loop().create_task(read())
+        try:
+            while (command := await outbox.get()) is not None:
+                yield command
+        finally:
+            reader.cancel()
+            for client in attached:
+                if client.telemetry is outbox:
+                    client.telemetry = None

@@ -18,11 +18,13 @@ from typing import Any
 import structlog
 
 from sidewinder.client.pop_client import EMPTY_POP, REPLY_MARGIN_S, popped_messages
+from sidewinder.client.pulling import ReceivedMessage
 from sidewinder.client.route_cache import ClientError, MessageQueue, RouteCache, TopicRoute
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import (
     SEND_V2_NAMES,
+    CheckTransactionStateRequestHeader,
     ConsumerSendMsgBackRequestHeader,
     EndTransactionRequestHeader,
     PullMessageRequestHeader,
@@ -45,9 +47,11 @@ from sidewinder.protocol.recall import RecallHandle, RecallHandleError, RecallMe
 from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.protocol.subscription import Subscription
 from sidewinder.proxy import grpc_protocol as v2
+from sidewinder.proxy.clients import ClientRegistry, GrpcClient
 from sidewinder.proxy.convert import BadMessage, incoming, outgoing
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.connection import RemotingError
+from sidewinder.remoting.dispatch import ProcessorTable, RequestContext
 
 log = structlog.get_logger(__name__)
 
@@ -117,10 +121,12 @@ class MessagingActivity:
         endpoints: tuple[str, int],
         remoting: RemotingClient | None = None,
     ) -> None:
-        self.remoting = remoting or RemotingClient()
+        table = ProcessorTable()
+        table.register(_CheckRelay(self), RequestCode.CHECK_TRANSACTION_STATE)
+        self.remoting = remoting or RemotingClient(table)
         self.routes = RouteCache(self.remoting, namesrv_addrs)
+        self.clients = ClientRegistry(self.remoting, self.routes)
         self.endpoints = endpoints
-        self.settings: dict[str, Any] = {}  # client id -> its Settings, as merged
         self._turn = itertools.count()
 
     async def close(self) -> None:
@@ -203,19 +209,40 @@ class MessagingActivity:
         ]
         return v2.QueryAssignmentResponse(status=status(), assignments=assignments)
 
+    async def broker_name_at(self, topic: str, addr: str) -> str:
+        """The name of the broker at `addr` (a master of `topic`'s route)."""
+        route = await self.routes.route(topic)
+        if route is not None:
+            for name in route.brokers:
+                if route.master(name) == addr:
+                    return name
+            if route.brokers:
+                return sorted(route.brokers)[0]
+        return ""
+
     # -- clients -----------------------------------------------------------------------------
     async def heartbeat(self, request: Any, caller: Caller) -> Any:
-        if caller.client_id not in self.settings:
+        client = self.clients.seen(caller.client_id)
+        if client is None:
             return v2.HeartbeatResponse(
                 status=status("UNRECOGNIZED_CLIENT_TYPE", "no settings from this client yet")
             )
+        await self.clients.heartbeat(client)
         return v2.HeartbeatResponse(status=status())
 
     async def notify_client_termination(self, request: Any, caller: Caller) -> Any:
-        self.settings.pop(caller.client_id, None)
+        await self.clients.terminated(caller.client_id)
         return v2.NotifyClientTerminationResponse(status=status())
 
-    def merge_settings(self, settings: Any, caller: Caller) -> Any:
+    async def settings_arrived(self, settings: Any, caller: Caller) -> GrpcClient:
+        """A client's settings over Telemetry: it is known from now on, and the brokers of its
+        topics hear of it at once (a transaction check may come soon)."""
+        merged = self.merge_settings(settings)
+        client = self.clients.settled(caller.client_id, caller.language, caller.version, merged)
+        await self.clients.heartbeat(client)
+        return client
+
+    def merge_settings(self, settings: Any) -> Any:
         """The settings a client gets back (GrpcClientSettingsManager): the server's retry
         policy and limits over what the client sent."""
         merged = v2.Settings()
@@ -241,7 +268,6 @@ class MessagingActivity:
             merged.subscription.long_polling_timeout.FromMilliseconds(MAX_LONG_POLLING_MS)
             merged.subscription.fifo = False
         merged.metric.on = False
-        self.settings[caller.client_id] = merged
         return merged
 
     # -- sending -----------------------------------------------------------------------------
@@ -678,3 +704,36 @@ def _java_hash(text: str) -> int:
     for unit in text.encode("utf-16-be").hex(" ", 2).split():
         value = (31 * value + int(unit, 16)) & 0xFFFFFFFF
     return value
+
+
+class _CheckRelay:
+    """A broker's CHECK_TRANSACTION_STATE for a gRPC producer's half message: pushed to a live
+    producer of its topic as RecoverOrphanedTransactionCommand over Telemetry; the client
+    answers with EndTransaction (SOURCE_SERVER_CHECK)."""
+
+    def __init__(self, activity: MessagingActivity) -> None:
+        self.activity = activity
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> None:
+        header = CheckTransactionStateRequestHeader.from_ext(request.ext_fields)
+        record = decode_record(bytes(request.body or b""), 0)
+        if not isinstance(record, MessageRecord):
+            log.warning("proxy.check_without_message", broker=ctx.remote_address)
+            return None
+        topic = record.topic
+        client = self.activity.clients.producer_of(topic)
+        if client is None or client.telemetry is None:
+            log.info("proxy.check_unclaimed", topic=topic, msg_id=header.msg_id)
+            return None
+        broker_name = await self.activity.broker_name_at(topic, ctx.remote_address)
+        message = ReceivedMessage.of(MessageQueue(topic, broker_name, record.queue_id), record)
+        transaction = TransactionId(
+            broker_name, header.tran_state_table_offset, header.commit_log_offset
+        )
+        command = v2.TelemetryCommand(
+            recover_orphaned_transaction_command=v2.RecoverOrphanedTransactionCommand(
+                message=incoming(message, "", 0), transaction_id=transaction.encode()
+            )
+        )
+        client.telemetry.put_nowait(command)
+        return None

@@ -241,3 +241,42 @@ def test_a_delayed_message_arrives_after_its_time(
     assert got["deliveryTimestamp"] == sent["deliveryTimestamp"]
     # Put into its topic by the timer when due: a timer's precision (1 s) early at most.
     assert got["storeTimestamp"] >= sent["deliveryTimestamp"] - 1000, (got, sent)
+
+
+def test_an_open_transaction_is_resolved_by_the_brokers_check(
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+) -> None:
+    """The producer leaves its transactions open; the broker's check reaches it over Telemetry
+    (RecoverOrphanedTransactionCommand) and its checker commits one run, rolls back the other."""
+    topic, group = _topic_and_group(client, pop_target)
+    runs = {
+        answer: run_driver(
+            PYTHON5,
+            "transact",
+            endpoints=front,
+            topic=topic,
+            count=2,
+            answer=f"unknown-{answer}",
+            body_prefix=f"{answer}-",
+            timeout_s=120,
+        )
+        for answer in ("commit", "rollback")
+    }
+    for run in runs.values():
+        run.check()
+        assert {e["msgId"] for e in run.sent()} <= {e["msgId"] for e in run.of("checked")}
+    consumed = run_driver(
+        PYTHON5,
+        "simple-consume",
+        endpoints=front,
+        topic=topic,
+        group=group,
+        expect=2,
+        await_duration=5,
+        linger=3,
+        timeout_s=90,
+    )
+    consumed.check()
+    assert sorted(e["msgId"] for e in consumed.received()) == sorted(
+        e["msgId"] for e in runs["commit"].sent()
+    )

@@ -1,0 +1,207 @@
+"""The gRPC clients a front knows, and how the brokers hear of them.
+
+A client is known from its first settings (Telemetry) until NotifyClientTermination or
+CLIENT_EXPIRY_S without a heartbeat. The front tells the brokers of its topics about each one
+with a remoting HEART_BEAT in the client's name (its id, language and version, a producer of
+group = each topic it publishes, as RocketMQ's proxy names gRPC producers, or a consumer of its
+group), so `mqadmin consumerConnection` / `producerConnection` list gRPC clients too and a
+broker's transaction check finds a producer; it unregisters them when they end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from sidewinder.client.route_cache import RouteCache
+from sidewinder.protocol.codes import LanguageCode, RequestCode
+from sidewinder.protocol.command import CURRENT_VERSION, RemotingCommand, next_opaque
+from sidewinder.proxy import grpc_protocol as v2
+from sidewinder.remoting.client import RemotingClient
+from sidewinder.remoting.connection import RemotingError
+
+log = structlog.get_logger(__name__)
+
+CLIENT_EXPIRY_S = 120.0  # RocketMQ's channel expiry for clients that stopped heartbeating
+HEARTBEAT_TIMEOUT_S = 3.0
+# x-mq-language -> the remoting language a broker shows for the client.
+_LANGUAGES = {
+    "JAVA": LanguageCode.JAVA,
+    "CPP": LanguageCode.CPP,
+    "DOTNET": LanguageCode.DOTNET,
+    "DOT_NET": LanguageCode.DOTNET,
+    "GOLANG": LanguageCode.GO,
+    "GO": LanguageCode.GO,
+    "RUST": LanguageCode.RUST,
+    "PYTHON": LanguageCode.PYTHON,
+    "PHP": LanguageCode.PHP,
+}
+
+
+@dataclass
+class GrpcClient:
+    client_id: str
+    language: str
+    version: str
+    settings: Any
+    telemetry: asyncio.Queue[Any] | None = None  # commands to push, while its stream is open
+    last_seen: float = field(default_factory=time.monotonic)
+
+    @property
+    def is_producer(self) -> bool:
+        return bool(self.settings.client_type == v2.ClientType.PRODUCER)
+
+    @property
+    def topics(self) -> list[str]:
+        if self.is_producer:
+            return [t.name for t in self.settings.publishing.topics]
+        return [s.topic.name for s in self.settings.subscription.subscriptions]
+
+    @property
+    def group(self) -> str:
+        return "" if self.is_producer else str(self.settings.subscription.group.name)
+
+    def heartbeat_body(self) -> bytes:
+        """HeartbeatData as a 4.x client of the same role would send it."""
+        if self.is_producer:
+            producers = [{"groupName": topic} for topic in self.topics]
+            consumers: list[dict[str, Any]] = []
+        else:
+            producers = []
+            subscriptions = []
+            for entry in self.settings.subscription.subscriptions:
+                sql = entry.expression.type == v2.FilterType.SQL
+                text = entry.expression.expression or "*"
+                subscriptions.append(
+                    {
+                        "topic": entry.topic.name,
+                        "subString": text,
+                        "expressionType": "SQL92" if sql else "TAG",
+                        "tagsSet": [] if sql or text == "*" else text.split("||"),
+                        "codeSet": [],
+                        "subVersion": int(time.time() * 1000),
+                        "classFilterMode": False,
+                    }
+                )
+            consumers = [
+                {
+                    "groupName": self.group,
+                    "consumeType": "CONSUME_POP",
+                    "messageModel": "CLUSTERING",
+                    "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                    "unitMode": False,
+                    "subscriptionDataSet": subscriptions,
+                }
+            ]
+        data = {
+            "clientID": self.client_id,
+            "producerDataSet": producers,
+            "consumerDataSet": consumers,
+        }
+        return json.dumps(data).encode()
+
+    def remoting_request(self, code: int, ext: dict[str, str] | None, body: bytes | None) -> Any:
+        """A request in this client's name: its language and version, as a broker lists it."""
+        return RemotingCommand(
+            code,
+            _LANGUAGES.get(self.language.upper(), LanguageCode.OTHER),
+            _version_number(self.version),
+            next_opaque(),
+            0,
+            None,
+            ext,
+            body,
+        )
+
+
+def _version_number(version: str) -> int:
+    """RocketMQ's MQVersion ordinal of a client version ("5.0.8" -> V5_0_8): from
+    V4_0_0_SNAPSHOT on, a SNAPSHOT and a release of each x.y.z (V4_9_8 is our CURRENT_VERSION)."""
+    try:
+        major, minor, patch = (int(p) for p in version.split("-")[0].split(".")[:3])
+    except ValueError:
+        return CURRENT_VERSION
+    step = (major - 4) * 100 + minor * 10 + patch
+    if not 0 <= step < 600 or minor > 9 or patch > 9:
+        return CURRENT_VERSION
+    return CURRENT_VERSION - 2 * 98 - 1 + 2 * step + 1
+
+
+class ClientRegistry:
+    """Known gRPC clients, and their HEART_BEAT / UNREGISTER_CLIENT to the brokers."""
+
+    def __init__(self, remoting: RemotingClient, routes: RouteCache) -> None:
+        self.remoting = remoting
+        self.routes = routes
+        self.clients: dict[str, GrpcClient] = {}
+
+    def settled(self, client_id: str, language: str, version: str, settings: Any) -> GrpcClient:
+        known = self.clients.get(client_id)
+        if known is None:
+            known = GrpcClient(client_id, language, version, settings)
+            self.clients[client_id] = known
+        else:
+            known.settings = settings
+            known.last_seen = time.monotonic()
+        return known
+
+    def seen(self, client_id: str) -> GrpcClient | None:
+        known = self.clients.get(client_id)
+        if known is not None:
+            known.last_seen = time.monotonic()
+        return known
+
+    async def heartbeat(self, client: GrpcClient) -> None:
+        """HEART_BEAT in the client's name to every master of its topics."""
+        body = client.heartbeat_body()
+        for addr in await self._masters(client):
+            request = client.remoting_request(RequestCode.HEART_BEAT, None, body)
+            try:
+                await self.remoting.invoke(addr, request, HEARTBEAT_TIMEOUT_S)
+            except (RemotingError, OSError) as exc:
+                log.warning("proxy.heartbeat_failed", broker=addr, error=str(exc))
+
+    async def terminated(self, client_id: str) -> None:
+        client = self.clients.pop(client_id, None)
+        if client is None:
+            return
+        for addr in await self._masters(client):
+            for group in client.topics if client.is_producer else [client.group]:
+                ext = {"clientID": client_id}
+                ext["producerGroup" if client.is_producer else "consumerGroup"] = group
+                request = client.remoting_request(RequestCode.UNREGISTER_CLIENT, ext, None)
+                try:
+                    await self.remoting.invoke(addr, request, HEARTBEAT_TIMEOUT_S)
+                except (RemotingError, OSError) as exc:
+                    log.warning("proxy.unregister_failed", broker=addr, error=str(exc))
+
+    def expire(self, now: float) -> list[str]:
+        gone = [c for c, known in self.clients.items() if now - known.last_seen > CLIENT_EXPIRY_S]
+        for client_id in gone:
+            del self.clients[client_id]
+        return gone
+
+    def producer_of(self, topic: str) -> GrpcClient | None:
+        """A live producer of `topic` with an open Telemetry stream (for a transaction check)."""
+        for client in self.clients.values():
+            if client.is_producer and client.telemetry is not None and topic in client.topics:
+                return client
+        return None
+
+    async def _masters(self, client: GrpcClient) -> list[str]:
+        masters: set[str] = set()
+        for topic in client.topics:
+            try:
+                route = await self.routes.route(topic)
+            except Exception as exc:  # no name server: nothing to tell
+                log.warning("proxy.route_failed", topic=topic, error=str(exc))
+                continue
+            if route is None:
+                continue
+            masters |= {a for name in route.brokers if (a := route.master(name))}
+        return sorted(masters)
