@@ -6,15 +6,18 @@ front of RocketMQ 5.3.2 must pass in front of ours."""
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Iterator
 
 import pytest
 
-from interop.drivers import run_driver
+from interop.drivers import run_driver, start_driver
 from interop.ports import lease_port_block
 from interop.sidewinder import MqProxy
 from interop.target import ClusterTarget, create_target
-from sidewinder.protocol.codes import ResponseCode
+from sidewinder.protocol.body import loads
+from sidewinder.protocol.codes import RequestCode, ResponseCode
+from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import SyncRemotingClient
 from tests.helpers import send_request, unique
 from tests.interop.pop_requests import create_group_request, create_topic_request
@@ -280,3 +283,41 @@ def test_an_open_transaction_is_resolved_by_the_brokers_check(
     assert sorted(e["msgId"] for e in consumed.received()) == sorted(
         e["msgId"] for e in runs["commit"].sent()
     )
+
+
+def test_a_grpc_consumer_is_listed_among_its_groups_connections(
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+) -> None:
+    """GET_CONSUMER_CONNECTION_LIST (mqadmin consumerConnection) names a running gRPC push
+    consumer with its client id, language and version, as RocketMQ's proxy registers it."""
+    topic, group = _topic_and_group(client, pop_target)
+    consumer = start_driver(
+        PYTHON5,
+        "push-consume",
+        endpoints=front,
+        topic=topic,
+        group=group,
+        expect=1,
+        timeout_s=60,
+    )
+    try:
+        consumer.wait_for("ready", timeout_s=30)
+        request = RemotingCommand.request(
+            RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group}
+        )
+        deadline = time.monotonic() + 20
+        while True:
+            reply = client.invoke(pop_target.broker_addr, request, 10)
+            if reply.code == ResponseCode.SUCCESS:
+                listed = loads(reply.body_bytes)["connectionSet"]
+                if listed:
+                    break
+            assert time.monotonic() < deadline, reply
+            time.sleep(0.3)
+        (connection,) = listed
+        assert connection["language"] == "PYTHON" and connection["clientId"]
+        assert int(connection["version"]) > 409  # a 5.x client's (V5_1_2), not 4.9.8's
+        run_driver(PYTHON5, "produce", endpoints=front, topic=topic, count=1).check()
+        assert len(consumer.wait().check().received()) == 1
+    finally:
+        consumer.kill()
