@@ -23,6 +23,8 @@ from tests.helpers import send_request, unique
 from tests.interop.pop_requests import create_group_request, create_topic_request
 
 PYTHON5 = "python5"
+# A worker (and a RocketMQ 5.3.2 broker) of their own, beside the POP scenarios' one.
+pytestmark = pytest.mark.xdist_group(name="rocketmq5-grpc")
 
 
 @pytest.fixture(scope="session")
