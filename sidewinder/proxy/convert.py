@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,35 @@ _RESERVED = frozenset(
 }
 
 
+_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")  # TopicValidator's characters
+TOPIC_MAX_LENGTH = 127
+GROUP_MAX_LENGTH = 255
+
+
+def check_topic(name: str) -> None:
+    """A topic name as RocketMQ's proxy takes it (GrpcValidator.validateTopic)."""
+    if not name:
+        raise BadMessage("ILLEGAL_TOPIC", "topic name is empty")
+    if len(name) > TOPIC_MAX_LENGTH:
+        raise BadMessage("ILLEGAL_TOPIC", f"topic name is longer than {TOPIC_MAX_LENGTH}")
+    if not _NAME.match(name):
+        raise BadMessage("ILLEGAL_TOPIC", f"topic name {name!r} has illegal characters")
+
+
+def check_group(name: str) -> None:
+    """A consumer group name as RocketMQ's proxy takes it (validateConsumerGroup)."""
+    if not name:
+        raise BadMessage("ILLEGAL_CONSUMER_GROUP", "consumer group is empty")
+    if len(name) > GROUP_MAX_LENGTH:
+        raise BadMessage(
+            "ILLEGAL_CONSUMER_GROUP", f"consumer group name is longer than {GROUP_MAX_LENGTH}"
+        )
+    if not _NAME.match(name):
+        raise BadMessage(
+            "ILLEGAL_CONSUMER_GROUP", f"consumer group {name!r} has illegal characters"
+        )
+
+
 class BadMessage(ValueError):
     """A v2 message the broker must not get: its v2 code name and what is wrong."""
 
@@ -58,8 +88,7 @@ def outgoing(message: Any, max_body_bytes: int = MAX_BODY_BYTES) -> Outgoing:
     """The 4.x send of one v2 `Message`; BadMessage for what RocketMQ's proxy refuses."""
     system = message.system_properties
     topic = message.topic.name
-    if not topic:
-        raise BadMessage("ILLEGAL_TOPIC", "topic name is empty")
+    check_topic(topic)
     body = bytes(message.body)
     if len(body) > max_body_bytes:
         raise BadMessage(

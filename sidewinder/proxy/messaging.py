@@ -48,7 +48,7 @@ from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.protocol.subscription import Subscription
 from sidewinder.proxy import grpc_protocol as v2
 from sidewinder.proxy.clients import ClientRegistry, GrpcClient
-from sidewinder.proxy.convert import BadMessage, incoming, outgoing
+from sidewinder.proxy.convert import BadMessage, check_group, check_topic, incoming, outgoing
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.connection import RemotingError
 from sidewinder.remoting.dispatch import ProcessorTable, RequestContext
@@ -147,6 +147,7 @@ class MessagingActivity:
         return v2.Broker(name=name, id=0, endpoints=self._endpoints(asked))
 
     async def _route(self, topic: str) -> TopicRoute:
+        check_topic(topic)
         route = await self.routes.route(topic)
         if route is None:
             raise ClientError(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} not found")
@@ -345,19 +346,7 @@ class MessagingActivity:
         if request.HasField("long_polling_timeout"):
             polling_ms = _duration_ms(request.long_polling_timeout)
         polling_ms = min(max(polling_ms, MIN_LONG_POLLING_MS), MAX_LONG_POLLING_MS)
-        problem = None
-        if not group:
-            problem = status("ILLEGAL_CONSUMER_GROUP", "consumer group is empty")
-        elif not request.auto_renew and not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
-            problem = status(
-                "ILLEGAL_INVISIBLE_TIME",
-                f"the invisible time {invisible_ms} ms is not within "
-                f"[{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms",
-            )
-        elif request.batch_size <= 0 or request.batch_size > 32:
-            problem = status(
-                "BAD_REQUEST", f"batch size {request.batch_size} is not within [1, 32]"
-            )
+        problem = _receive_problem(request, group, invisible_ms)
         if problem is not None:
             yield v2.ReceiveMessageResponse(status=problem)
             return
@@ -440,6 +429,11 @@ class MessagingActivity:
 
     async def ack_message(self, request: Any, caller: Caller) -> Any:
         group, topic = request.group.name, request.topic.name
+        try:
+            check_group(group)
+            check_topic(topic)
+        except BadMessage as exc:
+            return v2.AckMessageResponse(status=refusal(exc))
         results = []
         for entry in request.entries:
             try:
@@ -482,6 +476,11 @@ class MessagingActivity:
 
     async def change_invisible_duration(self, request: Any, caller: Caller) -> Any:
         group, topic = request.group.name, request.topic.name
+        try:
+            check_group(group)
+            check_topic(topic)
+        except BadMessage as exc:
+            return v2.ChangeInvisibleDurationResponse(status=refusal(exc))
         invisible_ms = _duration_ms(request.invisible_duration)
         if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
             return v2.ChangeInvisibleDurationResponse(
@@ -692,6 +691,23 @@ class TransactionId:
 def _commit_log_offset(offset_msg_id: str) -> int:
     """The CommitLog offset an offset message id ends with (its last 16 hex digits)."""
     return int(offset_msg_id[-16:], 16)
+
+
+def _receive_problem(request: Any, group: str, invisible_ms: int) -> Any | None:
+    """Why a ReceiveMessage is refused before any pop, as a status; None when it is not."""
+    try:
+        check_group(group)
+    except BadMessage as exc:
+        return refusal(exc)
+    if not request.auto_renew and not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
+        return status(
+            "ILLEGAL_INVISIBLE_TIME",
+            f"the invisible time {invisible_ms} ms is not within "
+            f"[{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms",
+        )
+    if not 0 < request.batch_size <= 32:
+        return status("BAD_REQUEST", f"batch size {request.batch_size} is not within [1, 32]")
+    return None
 
 
 def _offset(info: ExtraInfo) -> int:
