@@ -81,6 +81,7 @@ def admin_codes(admin: AdminHandlers) -> dict[int, Handler]:
         R.UPDATE_AND_CREATE_TOPIC: topics.create_topic,
         R.DELETE_TOPIC_IN_BROKER: topics.delete_topic,
         R.GET_ALL_TOPIC_CONFIG: topics.all_topics,
+        R.GET_TOPIC_CONFIG: topics.topic_config,
         R.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: topics.system_topics,
         R.QUERY_TOPIC_CONSUME_BY_WHO: topics.consumed_by,
         R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: groups.update_group,

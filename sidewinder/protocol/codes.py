@@ -91,6 +91,7 @@ class RequestCode(IntEnum):
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
     # RocketMQ 5's metadata and load-balancing codes.
+    GET_TOPIC_CONFIG = 351
     GET_SUBSCRIPTIONGROUP_CONFIG = 352
     LITE_PULL_MESSAGE = 361
     RECALL_MESSAGE = 370

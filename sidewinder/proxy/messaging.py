@@ -20,6 +20,7 @@ import structlog
 from sidewinder.client.pop_client import EMPTY_POP, REPLY_MARGIN_S, popped_messages
 from sidewinder.client.pulling import ReceivedMessage
 from sidewinder.client.route_cache import ClientError, MessageQueue, RouteCache, TopicRoute
+from sidewinder.protocol.body import loads
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import (
@@ -48,7 +49,14 @@ from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.protocol.subscription import Subscription
 from sidewinder.proxy import grpc_protocol as v2
 from sidewinder.proxy.clients import ClientRegistry, GrpcClient
-from sidewinder.proxy.convert import BadMessage, check_group, check_topic, incoming, outgoing
+from sidewinder.proxy.convert import (
+    BadMessage,
+    check_group,
+    check_topic,
+    incoming,
+    message_type_of,
+    outgoing,
+)
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.connection import RemotingError
 from sidewinder.remoting.dispatch import ProcessorTable, RequestContext
@@ -63,6 +71,22 @@ MAX_INVISIBLE_MS = 12 * 3600 * 1000  # RocketMQ's maxInvisibleTimeMills
 MIN_INVISIBLE_MS = 10_000  # minInvisibleTimeMillsForRecv (renewals may be shorter)
 SEND_TIMEOUT_S = 3.0
 CALL_TIMEOUT_S = 5.0
+TOPIC_CONFIG_TTL_S = 30.0
+MESSAGE_TYPE_KEY = "message.type"  # the topic attribute
+# What a route accepts, by the topic's message type (RouteActivity.parseTopicMessageType).
+ACCEPTED_TYPES: dict[str, list[int]] = {
+    "NORMAL": [v2.MessageType.NORMAL],
+    "FIFO": [v2.MessageType.FIFO],
+    "DELAY": [v2.MessageType.DELAY],
+    "TRANSACTION": [v2.MessageType.TRANSACTION],
+    "MIXED": [
+        v2.MessageType.NORMAL,
+        v2.MessageType.FIFO,
+        v2.MessageType.DELAY,
+        v2.MessageType.TRANSACTION,
+    ],
+    "UNSPECIFIED": [v2.MessageType.MESSAGE_TYPE_UNSPECIFIED],
+}
 COMMIT, ROLLBACK = 0x8, 0xC  # MessageSysFlag.TRANSACTION_{COMMIT,ROLLBACK}_TYPE
 # Remoting refusals as v2 codes (the proxy's ProxyException / ResponseCode mapping).
 _CODES: dict[int, str] = {
@@ -128,6 +152,7 @@ class MessagingActivity:
         self.clients = ClientRegistry(self.remoting, self.routes)
         self.endpoints = endpoints
         self._turn = itertools.count()
+        self._topic_types: dict[str, tuple[str, float]] = {}  # topic -> (type, when asked)
 
     async def close(self) -> None:
         await self.remoting.close()
@@ -158,6 +183,7 @@ class MessagingActivity:
             route = await self._route(request.topic.name)
         except Exception as exc:
             return v2.QueryRouteResponse(status=refusal(exc))
+        accepted = ACCEPTED_TYPES[await self.topic_message_type(request.topic.name)]
         reads = set(route.read_queues)
         writes = set(route.write_queues)
         queues = []
@@ -175,13 +201,7 @@ class MessagingActivity:
                     id=queue.queue_id,
                     permission=permission,
                     broker=self._broker(queue.broker_name, request.endpoints),
-                    # Not yet the topic's message.type: every type is taken.
-                    accept_message_types=[
-                        v2.MessageType.NORMAL,
-                        v2.MessageType.FIFO,
-                        v2.MessageType.DELAY,
-                        v2.MessageType.TRANSACTION,
-                    ],
+                    accept_message_types=accepted,
                 )
             )
         return v2.QueryRouteResponse(status=status(), message_queues=queues)
@@ -209,6 +229,36 @@ class MessagingActivity:
             for name in names
         ]
         return v2.QueryAssignmentResponse(status=status(), assignments=assignments)
+
+    async def topic_message_type(self, topic: str) -> str:
+        """The topic's `message.type` (NORMAL unless set; MIXED takes every type), from a
+        broker's GET_TOPIC_CONFIG, kept TOPIC_CONFIG_TTL_S; UNSPECIFIED when none knows it."""
+        cached = self._topic_types.get(topic)
+        now = time.monotonic()
+        if cached is not None and now - cached[1] < TOPIC_CONFIG_TTL_S:
+            return cached[0]
+        kind = "UNSPECIFIED"
+        route = await self.routes.route(topic)
+        for name in sorted(route.brokers) if route is not None else []:
+            addr = route.master(name) if route is not None else None
+            if addr is None:
+                continue
+            command = RemotingCommand.request(RequestCode.GET_TOPIC_CONFIG, {"topic": topic})
+            try:
+                reply = await self.remoting.invoke(addr, command, CALL_TIMEOUT_S)
+            except (RemotingError, OSError) as exc:
+                log.warning("proxy.topic_config_failed", broker=addr, error=str(exc))
+                continue
+            if reply.code == ResponseCode.SUCCESS:
+                value = loads(reply.body_bytes)
+                attributes = value.get("attributes") or {}
+                named = value.get("topicMessageType") or attributes.get(MESSAGE_TYPE_KEY)
+                kind = str(named or "NORMAL").upper()
+                break
+        if kind not in ACCEPTED_TYPES:
+            kind = "UNSPECIFIED"
+        self._topic_types[topic] = (kind, now)
+        return kind
 
     async def broker_name_at(self, topic: str, addr: str) -> str:
         """The name of the broker at `addr` (a master of `topic`'s route)."""
@@ -289,6 +339,14 @@ class MessagingActivity:
     async def _send_one(self, message: Any) -> Any:
         sent = outgoing(message)
         route = await self._route(sent.topic)
+        expected = await self.topic_message_type(sent.topic)
+        actual = v2.MessageType.Name(message_type_of(sent.properties))
+        if actual != expected and expected != "MIXED":
+            raise BadMessage(
+                "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE",
+                f"TopicMessageType validate failed, the expected type is {expected}, "
+                f"but actual type is {actual}",
+            )
         queues = route.write_queues
         if not queues:
             raise ClientError(ResponseCode.NO_PERMISSION, f"topic {sent.topic} is not writable")

@@ -49,9 +49,11 @@ def local_front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Clus
         target.stop()
 
 
-def _topic_and_group(client: SyncRemotingClient, target: ClusterTarget) -> tuple[str, str]:
+def _topic_and_group(
+    client: SyncRemotingClient, target: ClusterTarget, message_type: str | None = None
+) -> tuple[str, str]:
     topic, group = unique("GrpcTopic"), unique("GrpcGroup")
-    for request in (create_topic_request(topic, 2), create_group_request(group)):
+    for request in (create_topic_request(topic, 2, message_type), create_group_request(group)):
         reply = client.invoke(target.broker_addr, request, 10)
         assert reply.code == ResponseCode.SUCCESS, reply
     return topic, group
@@ -155,7 +157,7 @@ def test_the_route_names_the_front_as_every_brokers_endpoint(
 def test_committed_transactions_are_delivered_and_rolled_back_ones_are_not(
     pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
-    topic, group = _topic_and_group(client, pop_target)
+    topic, group = _topic_and_group(client, pop_target, "TRANSACTION")
     committed = run_driver(
         PYTHON5,
         "transact",
@@ -224,7 +226,7 @@ def test_a_push_consumer_gets_every_message_and_a_failed_one_again(
 def test_a_delayed_message_arrives_after_its_time(
     pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
-    topic, group = _topic_and_group(client, pop_target)
+    topic, group = _topic_and_group(client, pop_target, "DELAY")
     produced = run_driver(
         PYTHON5, "produce", endpoints=front, topic=topic, count=1, deliver_after_ms=3000
     )
@@ -253,7 +255,7 @@ def test_an_open_transaction_is_resolved_by_the_brokers_check(
 ) -> None:
     """The producer leaves its transactions open; the broker's check reaches it over Telemetry
     (RecoverOrphanedTransactionCommand) and its checker commits one run, rolls back the other."""
-    topic, group = _topic_and_group(client, pop_target)
+    topic, group = _topic_and_group(client, pop_target, "TRANSACTION")
     runs = {
         answer: run_driver(
             PYTHON5,
@@ -323,3 +325,19 @@ def test_a_grpc_consumer_is_listed_among_its_groups_connections(
         assert len(consumer.wait().check().received()) == 1
     finally:
         consumer.kill()
+
+
+@pytest.mark.parametrize("message_type", ["NORMAL", "DELAY"])
+def test_the_route_accepts_the_topics_message_type_and_sends_of_another_are_refused(
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient, message_type: str
+) -> None:
+    """RocketMQ 5 enforces a topic's `message.type`: the route names the one type it takes,
+    the client refuses to send another, and the front refuses what reaches it anyway."""
+    topic, _ = _topic_and_group(client, pop_target, message_type)
+    routed = run_driver(PYTHON5, "route", endpoints=front, topic=topic)
+    routed.check()
+    (route,) = [e for e in routed.events if e.get("event") == "route"]
+    assert {tuple(q["acceptMessageTypes"]) for q in route["queues"]} == {(message_type,)}
+    wrong = {"deliver_after_ms": 2000} if message_type == "NORMAL" else {}
+    refused = run_driver(PYTHON5, "produce", endpoints=front, topic=topic, count=1, **wrong)
+    assert refused.returncode != 0 and not refused.sent(), refused.events

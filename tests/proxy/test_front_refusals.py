@@ -3,6 +3,7 @@ answers it with, and a message naming the problem; the front keeps serving."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,11 @@ def front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ClusterTar
     target = create_target("sidewinder", workdir, {"grpcServerPort": port}).start()
     client = SyncRemotingClient()
     try:
-        for request in (create_topic_request("RefusalTopic", 1), create_group_request("RG")):
+        for request in (
+            create_topic_request("RefusalTopic", 1),
+            create_topic_request("DelayOnly", 1, "DELAY"),
+            create_group_request("RG"),
+        ):
             assert client.invoke(target.broker_addr, request, 10).code == ResponseCode.SUCCESS
         yield target, f"127.0.0.1:{port}"
     finally:
@@ -179,3 +184,23 @@ def test_a_telemetry_stream_without_a_client_id_is_refused(
         with pytest.raises(grpc.RpcError) as refused:
             list(method(iter([settings]), timeout=10))
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_a_message_of_another_type_than_the_topics_is_refused(
+    front: tuple[ClusterTarget, str],
+) -> None:
+    _, endpoints = front
+    normal = message()
+    normal.topic.name = "DelayOnly"
+    answer = call(
+        endpoints, "SendMessage", v2.SendMessageRequest(messages=[normal]), v2.SendMessageResponse
+    )
+    assert code_of(answer) == "MESSAGE_PROPERTY_CONFLICT_WITH_TYPE"
+    assert "expected type is DELAY, but actual type is NORMAL" in answer.status.message
+    delayed = message()
+    delayed.topic.name = "DelayOnly"
+    delayed.system_properties.delivery_timestamp.FromMilliseconds(int(time.time() * 1000) + 60_000)
+    answer = call(
+        endpoints, "SendMessage", v2.SendMessageRequest(messages=[delayed]), v2.SendMessageResponse
+    )
+    assert code_of(answer) == "OK", answer

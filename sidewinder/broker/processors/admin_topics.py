@@ -112,6 +112,18 @@ class TopicAdmin:
     async def all_topics(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         return json_reply(request, self.topics.to_json())
 
+    async def topic_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """GET_TOPIC_CONFIG (351, RocketMQ 5): one topic's config with its attributes and the
+        message type they give (TopicConfigAndQueueMapping; no static-topic mapping here)."""
+        name = TopicHeader.from_ext(request.ext_fields).topic
+        topic = self.topics.get(name)
+        if topic is None:
+            return request.reply(
+                ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {name}"
+            )
+        value = {"attributes": {}} | topic.to_json() | {"topicMessageType": topic.message_type}
+        return json_reply(request, value)
+
     async def system_topics(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """What exportMetadata leaves out (with %RETRY% and %DLQ% topics, which it drops
         itself): the fixed system topics and the ones this broker's names make."""
