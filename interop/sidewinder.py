@@ -169,11 +169,22 @@ class MqProxy:
     """Our gRPC front (mqproxy, cluster mode) as a process, in front of any target's name
     server: RocketMQ 5's clients reach that target's brokers through it."""
 
-    def __init__(self, workdir: Path, namesrv_addr: str, startup_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        namesrv_addr: str,
+        conf: dict[str, Any] | None = None,
+        startup_timeout_s: float = 30.0,
+    ) -> None:
+        """`conf`: RocketMQ's tls.* keys, written to a properties file mqproxy reads (-c)."""
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = lease_port_block()
         self.startup_timeout_s = startup_timeout_s
+        extra: list[str] = []
+        if conf:
+            write_properties(self.workdir / "proxy.conf", conf)
+            extra = ["-c", str(self.workdir / "proxy.conf")]
         self.process = ManagedProcess(
             "sidewinder mqproxy",
             [
@@ -186,6 +197,7 @@ class MqProxy:
                 str(self.port),
                 "--host",
                 "127.0.0.1",
+                *extra,
             ],
             self.workdir / "mqproxy.out",
             env=python_env(self.workdir),

@@ -372,7 +372,7 @@ class BrokerApp:
         if not self.config.namesrv_addrs:
             raise ValueError("grpcServerPort needs namesrvAddr: the gRPC front finds routes there")
         activity = MessagingActivity(self.config.namesrv_addrs, (self.config.broker_ip1, port))
-        self.grpc = GrpcFront(activity, host, port)
+        self.grpc = GrpcFront(activity, host, port, tls=self.config.tls)
         await self.grpc.start()
         activity.endpoints = (self.config.broker_ip1, self.grpc.port)
 

@@ -2,7 +2,11 @@
 RocketMQ 5's clients. It finds brokers through the name servers and speaks remoting to them,
 Sidewinder's or RocketMQ's alike; several may run. Stops on SIGTERM / SIGINT.
 
-    mqproxy -n 127.0.0.1:9876 [--grpcServerPort 8081] [--host 0.0.0.0]
+    mqproxy -n 127.0.0.1:9876 [--grpcServerPort 8081] [--host 0.0.0.0] [-c proxy.conf]
+
+TLS and plaintext share the port (tls.server.mode permissive, RocketMQ's default, with a
+self-signed certificate in tls.test.mode.enable); `-c` takes a properties file with RocketMQ's
+tls.* keys (tls.server.mode, tls.test.mode.enable, tls.server.certPath, tls.server.keyPath).
 """
 
 from __future__ import annotations
@@ -10,21 +14,24 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 import uvloop
 
 from sidewinder.common.log import configure_logging
+from sidewinder.common.properties import read_properties
 from sidewinder.common.service import serve_until_signalled
 from sidewinder.proxy.grpc_server import GrpcFront
 from sidewinder.proxy.messaging import MessagingActivity
+from sidewinder.remoting.tls import TlsConfig, TlsError
 
 DEFAULT_GRPC_PORT = 8081  # RocketMQ's grpcServerPort
 
 
-async def serve(namesrv: list[str], host: str, port: int) -> None:
+async def serve(namesrv: list[str], host: str, port: int, tls: TlsConfig) -> None:
     advertised = "127.0.0.1" if host in ("0.0.0.0", "") else host
     activity = MessagingActivity(namesrv, (advertised, port))
-    front = GrpcFront(activity, host, port)
+    front = GrpcFront(activity, host, port, tls=tls)
 
     async def stop() -> None:
         await front.stop()
@@ -48,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--grpcServerPort", dest="port", type=int, default=DEFAULT_GRPC_PORT)
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
+    parser.add_argument("-c", "--configFile", dest="config", type=Path, help="tls.* properties")
     args = parser.parse_args(argv)
     namesrv = [a.strip() for a in args.namesrv.split(";") if a.strip()]
     if not namesrv:
@@ -56,9 +64,17 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= args.port <= 65535:
         print(f"mqproxy: grpcServerPort {args.port} is not a port", file=sys.stderr)
         return 2
+    try:
+        tls = TlsConfig.load(read_properties(args.config) if args.config else {})
+    except (OSError, TlsError, ValueError) as exc:
+        print(f"mqproxy: {exc}", file=sys.stderr)
+        return 2
     configure_logging(daemon=True)
     try:
-        uvloop.run(serve(namesrv, args.host, args.port))
+        uvloop.run(serve(namesrv, args.host, args.port, tls))
+    except TlsError as exc:
+        print(f"mqproxy: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"mqproxy: {exc}", file=sys.stderr)
         return 1

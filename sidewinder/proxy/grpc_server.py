@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import re
+import tempfile
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -16,6 +18,8 @@ from google.protobuf import message_factory
 from sidewinder.proxy import grpc_protocol as v2
 from sidewinder.proxy.clients import GrpcClient
 from sidewinder.proxy.messaging import Caller, MessagingActivity, status
+from sidewinder.proxy.port_mux import PortMux
+from sidewinder.remoting.tls import TlsConfig, TlsError, TlsMode, write_self_signed
 
 log = structlog.get_logger(__name__)
 
@@ -44,14 +48,44 @@ def _no_client_id(response_class: Any) -> Any:
     return response_class(status=status("CLIENT_ID_REQUIRED", f"{CLIENT_ID} is missing"))
 
 
-class GrpcFront:
-    """A grpc.aio server of MessagingService on `host:port` (0: any free port)."""
+def server_key_and_certificate(config: TlsConfig) -> tuple[bytes, bytes]:
+    """PEM key and certificate chain for the TLS port: a fresh self-signed pair in test mode
+    (tls.test.mode.enable, RocketMQ's default), else tls.server.keyPath / certPath."""
+    if config.test_mode_enable:
+        with tempfile.TemporaryDirectory(prefix="sidewinder-grpc-tls-") as tmp:
+            cert, key = write_self_signed(Path(tmp), "localhost")
+            return key.read_bytes(), cert.read_bytes()
+    if not config.server_cert_path or not config.server_key_path:
+        raise TlsError(
+            "tls.server.certPath and tls.server.keyPath are needed when tls.test.mode.enable "
+            "is false"
+        )
+    if config.server_key_password:
+        raise TlsError("the gRPC port takes no tls.server.keyPassword: give an unencrypted key")
+    try:
+        return Path(config.server_key_path).read_bytes(), Path(config.server_cert_path).read_bytes()
+    except OSError as exc:
+        raise TlsError(f"cannot read the gRPC port's key or certificate: {exc}") from None
 
-    def __init__(self, activity: MessagingActivity, host: str, port: int) -> None:
+
+class GrpcFront:
+    """A grpc.aio server of MessagingService on `host:port` (0: any free port). With `tls`
+    (RocketMQ's tls.* settings) not disabled, the port takes TLS and plaintext connections as
+    tls.server.mode says, through a PortMux in front of the gRPC server's inner ports."""
+
+    def __init__(
+        self,
+        activity: MessagingActivity,
+        host: str,
+        port: int,
+        tls: TlsConfig | None = None,
+    ) -> None:
         self.activity = activity
         self.host = host
         self.port = port
+        self.tls = tls
         self._server: Any = None
+        self._mux: PortMux | None = None
 
     async def start(self) -> int:
         server = grpc.aio.server(
@@ -62,15 +96,31 @@ class GrpcFront:
             ]
         )
         server.add_generic_rpc_handlers((self._handlers(),))
-        bound = server.add_insecure_port(f"{self.host}:{self.port}")
-        if bound == 0:
-            raise OSError(f"cannot listen for gRPC on {self.host}:{self.port}")
-        await server.start()
+        tls = self.tls
+        if tls is None or tls.server_mode is TlsMode.DISABLED:
+            bound = server.add_insecure_port(f"{self.host}:{self.port}")
+            if bound == 0:
+                raise OSError(f"cannot listen for gRPC on {self.host}:{self.port}")
+            await server.start()
+        else:
+            loop = asyncio.get_running_loop()
+            key, chain = await loop.run_in_executor(None, server_key_and_certificate, tls)
+            plain = server.add_insecure_port("127.0.0.1:0")
+            secure = server.add_secure_port(
+                "127.0.0.1:0", grpc.ssl_server_credentials([(key, chain)])
+            )
+            await server.start()
+            self._mux = PortMux(self.host, self.port, plain, secure, tls.server_mode)
+            bound = await self._mux.start()
         self._server, self.port = server, bound
-        log.info("proxy.grpc_listening", host=self.host, port=bound)
+        mode = "disabled" if tls is None else tls.server_mode.value
+        log.info("proxy.grpc_listening", host=self.host, port=bound, tls=mode)
         return bound
 
     async def stop(self, grace_s: float = 1.0) -> None:
+        if self._mux is not None:
+            await self._mux.stop()
+            self._mux = None
         if self._server is not None:
             await self._server.stop(grace_s)
             self._server = None
