@@ -371,7 +371,17 @@ class BrokerApp:
         port = self.config.grpc_server_port or 0
         if not self.config.namesrv_addrs:
             raise ValueError("grpcServerPort needs namesrvAddr: the gRPC front finds routes there")
-        activity = MessagingActivity(self.config.namesrv_addrs, (self.config.broker_ip1, port))
+        acl = self.acl
+        secret_of = None
+        if acl is not None:
+
+            def secret_of(access_key: str) -> str | None:
+                account = acl.snapshot.accounts.get(access_key)
+                return None if account is None else account.secret_key
+
+        activity = MessagingActivity(
+            self.config.namesrv_addrs, (self.config.broker_ip1, port), secret_of
+        )
         self.grpc = GrpcFront(activity, host, port, tls=self.config.tls)
         await self.grpc.start()
         activity.endpoints = (self.config.broker_ip1, self.grpc.port)

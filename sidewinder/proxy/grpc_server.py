@@ -16,6 +16,7 @@ import structlog
 from google.protobuf import message_factory
 
 from sidewinder.proxy import grpc_protocol as v2
+from sidewinder.proxy.auth import CALL_ACCOUNT, Unauthorized, authenticate
 from sidewinder.proxy.clients import GrpcClient
 from sidewinder.proxy.messaging import Caller, MessagingActivity, status
 from sidewinder.proxy.port_mux import PortMux
@@ -35,13 +36,17 @@ def _snake(name: str) -> str:
 
 
 def caller_of(context: Any) -> Caller:
-    metadata = dict(context.invocation_metadata() or ())
+    metadata = _metadata(context)
     return Caller(
         client_id=str(metadata.get(CLIENT_ID, "")),
         language=str(metadata.get(LANGUAGE, "")),
         version=str(metadata.get(VERSION, "")),
         namespace=str(metadata.get(NAMESPACE, "")),
     )
+
+
+def _metadata(context: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (context.invocation_metadata() or ())}
 
 
 def _no_client_id(response_class: Any) -> Any:
@@ -152,12 +157,25 @@ class GrpcFront:
                 )
         return grpc.method_handlers_generic_handler(v2.SERVICE_NAME, handlers)
 
-    @staticmethod
-    def _unary(impl: Callable[..., Any], response_class: Any) -> Callable[..., Any]:
+    def _authenticated(self, context: Any) -> str | None:
+        """Set the call's account when ACL is on; why not, when its credentials fail."""
+        secret_of = self.activity.secret_of
+        if secret_of is None:
+            return None
+        try:
+            CALL_ACCOUNT.set(authenticate(_metadata(context), secret_of))
+        except Unauthorized as exc:
+            return str(exc)
+        return None
+
+    def _unary(self, impl: Callable[..., Any], response_class: Any) -> Callable[..., Any]:
         async def handle(request: Any, context: Any) -> Any:
             caller = caller_of(context)
             if not caller.client_id:
                 return _no_client_id(response_class)
+            refused = self._authenticated(context)
+            if refused is not None:
+                return response_class(status=status("UNAUTHORIZED", refused))
             try:
                 return await impl(request, caller)
             except Exception as exc:  # our bug: the client gets a status, not a reset stream
@@ -166,12 +184,15 @@ class GrpcFront:
 
         return handle
 
-    @staticmethod
-    def _streaming(impl: Callable[..., Any], response_class: Any) -> Callable[..., Any]:
+    def _streaming(self, impl: Callable[..., Any], response_class: Any) -> Callable[..., Any]:
         async def handle(request: Any, context: Any) -> AsyncIterator[Any]:
             caller = caller_of(context)
             if not caller.client_id:
                 yield _no_client_id(response_class)
+                return
+            refused = self._authenticated(context)
+            if refused is not None:
+                yield response_class(status=status("UNAUTHORIZED", refused))
                 return
             try:
                 async for response in impl(request, caller):
@@ -189,6 +210,10 @@ class GrpcFront:
         caller = caller_of(context)
         if not caller.client_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{CLIENT_ID} is missing")
+            return
+        refused = self._authenticated(context)
+        if refused is not None:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, refused)
             return
         outbox: asyncio.Queue[Any] = asyncio.Queue()
         attached: list[GrpcClient] = []

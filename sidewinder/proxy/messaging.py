@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +48,7 @@ from sidewinder.protocol.recall import RecallHandle, RecallHandleError, RecallMe
 from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.protocol.subscription import Subscription
 from sidewinder.proxy import grpc_protocol as v2
+from sidewinder.proxy.auth import sign_as_caller
 from sidewinder.proxy.clients import ClientRegistry, GrpcClient
 from sidewinder.proxy.convert import (
     BadMessage,
@@ -101,6 +102,9 @@ _CODES: dict[int, str] = {
 }
 
 
+ACL_EXCEPTION = "AclException"  # what a broker's ACL refusal remark names
+
+
 def status(code: str = "OK", message: str = "OK") -> Any:
     return v2.Status(code=v2.Code.Value(code), message=message)
 
@@ -108,6 +112,8 @@ def status(code: str = "OK", message: str = "OK") -> Any:
 def refusal(exc: Exception) -> Any:
     """The v2 status of a failed remoting call."""
     if isinstance(exc, ClientError):
+        if ACL_EXCEPTION in (exc.remark or ""):  # the broker's ACL said no (SYSTEM_ERROR)
+            return status("FORBIDDEN", exc.remark)
         return status(_CODES.get(exc.code, "INTERNAL_SERVER_ERROR"), exc.remark or str(exc))
     if isinstance(exc, BadMessage):
         return status(exc.code, str(exc))
@@ -143,11 +149,13 @@ class MessagingActivity:
         self,
         namesrv_addrs: list[str],
         endpoints: tuple[str, int],
-        remoting: RemotingClient | None = None,
+        secret_of: Callable[[str], str | None] | None = None,
     ) -> None:
+        """`secret_of`: an access key's secret, when ACL is on (None: no ACL)."""
         table = ProcessorTable()
         table.register(_CheckRelay(self), RequestCode.CHECK_TRANSACTION_STATE)
-        self.remoting = remoting or RemotingClient(table)
+        self.remoting = RemotingClient(table, before_request=sign_as_caller)
+        self.secret_of = secret_of
         self.routes = RouteCache(self.remoting, namesrv_addrs)
         self.clients = ClientRegistry(self.remoting, self.routes)
         self.endpoints = endpoints

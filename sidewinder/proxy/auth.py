@@ -1,0 +1,69 @@
+"""ACL 1.0 for gRPC clients: the v2 signature checked, and the front's remoting calls made
+in the client's name.
+
+A 5.x client signs each call: `authorization: MQv2-HMAC-SHA1 Credential=<AccessKey>,
+SignedHeaders=x-mq-date-time, Signature=<hex HMAC-SHA1(SecretKey, x-mq-date-time)>`. The front
+finds the access key's secret (the accounts of the broker's plain_acl.yml, in local mode),
+checks the signature, and signs the remoting requests it makes for that call with the same
+account, so the broker's own ACL decides what the client may do, as for a 4.x client.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import hmac
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sidewinder.protocol.acl import sign_request
+from sidewinder.protocol.command import RemotingCommand
+
+AUTHORIZATION = "authorization"
+DATE_TIME = "x-mq-date-time"
+_FIELDS = re.compile(r"(\w+)=([^,\s]*)")
+# The account the current call runs as (the task of one RPC): its remoting requests are signed.
+CALL_ACCOUNT: contextvars.ContextVar[Account | None] = contextvars.ContextVar(
+    "sidewinder_grpc_account", default=None
+)
+
+
+@dataclass(frozen=True)
+class Account:
+    access_key: str
+    secret_key: str
+
+
+class Unauthorized(Exception):
+    """The call's credentials do not hold; the message says why (v2 UNAUTHORIZED)."""
+
+
+def signature(secret_key: str, date_time: str) -> str:
+    return hmac.new(secret_key.encode(), date_time.encode(), hashlib.sha1).hexdigest()
+
+
+def authenticate(metadata: dict[str, str], secret_of: Callable[[str], str | None]) -> Account:
+    """The account a call's metadata proves, or Unauthorized."""
+    header = metadata.get(AUTHORIZATION, "")
+    if not header:
+        raise Unauthorized("no authorization: this server runs ACL, sign with an access key")
+    scheme, _, rest = header.partition(" ")
+    fields = dict(_FIELDS.findall(rest))
+    access_key = fields.get("Credential", "")
+    if scheme != "MQv2-HMAC-SHA1" or not access_key or "Signature" not in fields:
+        raise Unauthorized(f"authorization {scheme!r} is not MQv2-HMAC-SHA1 with a credential")
+    secret = secret_of(access_key)
+    if secret is None:
+        raise Unauthorized(f"No acl config for {access_key}")
+    expected = signature(secret, metadata.get(DATE_TIME, ""))
+    if not hmac.compare_digest(expected, fields["Signature"].lower()):
+        raise Unauthorized(f"Check signature failed for accessKey={access_key}")
+    return Account(access_key, secret)
+
+
+def sign_as_caller(address: str, request: RemotingCommand) -> None:
+    """The remoting client's before_request: sign with the current call's account, if any."""
+    account = CALL_ACCOUNT.get()
+    if account is not None:
+        sign_request(request, account.access_key, account.secret_key)
