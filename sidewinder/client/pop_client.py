@@ -148,17 +148,7 @@ class PopClient:
         reply = await self.remoting.invoke(await self._addr(message, info), request, 5)
         check_reply(reply)
         changed = ChangeInvisibleTimeResponseHeader.from_ext(reply.ext_fields)
-        # The new check point covers this one message: it starts at the message's offset.
-        handle = ExtraInfo(
-            offset,
-            changed.pop_time,
-            changed.invisible_time,
-            changed.revive_qid,
-            retry_flag(real_topic),
-            info.broker_name,
-            info.queue_id,
-            offset,
-        ).encode()
+        handle = changed.new_handle(info, real_topic, offset).encode()
         properties = {**message.properties, PROPERTY_POP_CK: handle}
         return dataclasses.replace(message, receipt_handle=handle, properties=properties)
 

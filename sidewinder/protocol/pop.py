@@ -240,6 +240,20 @@ class ChangeInvisibleTimeResponseHeader(CommandHeader):
     invisible_time: int = wire("invisibleTime", required=True, long=True)
     revive_qid: int = wire("reviveQid", required=True)
 
+    def new_handle(self, old: ExtraInfo, real_topic: str, offset: int) -> ExtraInfo:
+        """The message's handle after the change, as a client builds it: the new check point
+        covers this one message, so it starts at the message's offset."""
+        return ExtraInfo(
+            offset,
+            self.pop_time,
+            self.invisible_time,
+            self.revive_qid,
+            retry_flag(real_topic),
+            old.broker_name,
+            old.queue_id,
+            offset,
+        )
+
 
 def real_topic(topic: str, group: str, retry: str) -> str:
     """The topic a message was read from, given the one it was sent to and its retry flag

@@ -42,7 +42,6 @@ from sidewinder.protocol.pop import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
     PopRequestCode,
-    retry_flag,
 )
 from sidewinder.protocol.recall import RecallHandle, RecallHandleError, RecallMessageRequestHeader
 from sidewinder.protocol.record import MessageRecord, decode_record
@@ -237,6 +236,13 @@ class MessagingActivity:
             for name in names
         ]
         return v2.QueryAssignmentResponse(status=status(), assignments=assignments)
+
+    async def _master(self, topic: str, broker_name: str) -> str:
+        """The master of broker `broker_name` in `topic`'s route."""
+        addr = (await self._route(topic)).master(broker_name)
+        if addr is None:
+            raise ClientError(ResponseCode.SERVICE_NOT_AVAILABLE, f"no master for {broker_name}")
+        return addr
 
     async def topic_message_type(self, topic: str) -> str:
         """The topic's `message.type` (NORMAL unless set; MIXED takes every type), from a
@@ -584,16 +590,7 @@ class MessagingActivity:
         except Exception as exc:
             return v2.ChangeInvisibleDurationResponse(status=refusal(exc))
         changed = ChangeInvisibleTimeResponseHeader.from_ext(reply.ext_fields)
-        handle = ExtraInfo(
-            offset,
-            changed.pop_time,
-            changed.invisible_time,
-            changed.revive_qid,
-            retry_flag(real_topic),
-            info.broker_name,
-            info.queue_id,
-            offset,
-        ).encode()
+        handle = changed.new_handle(info, real_topic, offset).encode()
         return v2.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle)
 
     # -- transactions, recall, dead letters ---------------------------------------------------
@@ -622,12 +619,7 @@ class MessagingActivity:
             transaction_id=request.transaction_id,
         )
         try:
-            route = await self._route(topic)
-            addr = route.master(tx.broker_name)
-            if addr is None:
-                raise ClientError(
-                    ResponseCode.SERVICE_NOT_AVAILABLE, f"no master for {tx.broker_name}"
-                )
+            addr = await self._master(topic, tx.broker_name)
             command = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext())
             await self.remoting.invoke_oneway(addr, command)  # oneway, as RocketMQ sends it
         except Exception as exc:
@@ -647,12 +639,7 @@ class MessagingActivity:
             broker_name=handle.broker_name,
         )
         try:
-            route = await self._route(topic)
-            addr = route.master(handle.broker_name)
-            if addr is None:
-                raise ClientError(
-                    ResponseCode.SERVICE_NOT_AVAILABLE, f"no master for {handle.broker_name}"
-                )
+            addr = await self._master(topic, handle.broker_name)
             command = RemotingCommand.request(RequestCode.RECALL_MESSAGE, header.to_ext())
             reply = await self.remoting.invoke(addr, command, CALL_TIMEOUT_S)
             _check(reply)

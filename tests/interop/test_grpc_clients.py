@@ -8,10 +8,11 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from interop.drivers import run_driver, start_driver
+from interop.drivers import DriverRun, run_driver, start_driver
 from interop.ports import lease_port_block
 from interop.sidewinder import MqProxy
 from interop.target import ClusterTarget, create_target
@@ -59,6 +60,21 @@ def _topic_and_group(
     return topic, group
 
 
+def _consume(endpoints: str, topic: str, group: str, expect: int, **options: Any) -> DriverRun:
+    """A simple consumer's run that received `expect` messages, acking each (checked)."""
+    options = {"await_duration": 5, "timeout_s": 90, **options}
+    run = run_driver(
+        PYTHON5,
+        "simple-consume",
+        endpoints=endpoints,
+        topic=topic,
+        group=group,
+        expect=expect,
+        **options,
+    )
+    return run.check()
+
+
 def _round_trip(endpoints: str, topic: str, group: str) -> None:
     """Send five messages with tag, keys and a property; a simple consumer gets each once."""
     produced = run_driver(
@@ -73,18 +89,7 @@ def _round_trip(endpoints: str, topic: str, group: str) -> None:
     produced.check()
     sent = produced.sent()
     assert [e["status"] for e in sent] == ["SEND_OK"] * 5
-    consumed = run_driver(
-        PYTHON5,
-        "simple-consume",
-        endpoints=endpoints,
-        topic=topic,
-        group=group,
-        expect=5,
-        tags="TagA",
-        await_duration=5,
-        timeout_s=90,
-    )
-    consumed.check()
+    consumed = _consume(endpoints, topic, group, 5, tags="TagA")
     got = consumed.received()
     assert sorted(e["msgId"] for e in got) == sorted(e["msgId"] for e in sent)
     assert {e["bodyMd5"] for e in got} == {e["bodyMd5"] for e in sent}
@@ -118,17 +123,7 @@ def test_a_4x_producers_messages_reach_a_5x_consumer(
     for n, body in enumerate(bodies):
         reply = client.invoke(pop_target.broker_addr, send_request(topic, body, queue_id=n % 2), 10)
         assert reply.code == ResponseCode.SUCCESS, reply
-    consumed = run_driver(
-        PYTHON5,
-        "simple-consume",
-        endpoints=front,
-        topic=topic,
-        group=group,
-        expect=3,
-        await_duration=5,
-        timeout_s=90,
-    )
-    consumed.check()
+    consumed = _consume(front, topic, group, 3)
     assert sorted(e["bodyMd5"] for e in consumed.received()) == sorted(
         hashlib.md5(body).hexdigest() for body in bodies
     )
@@ -178,18 +173,7 @@ def test_committed_transactions_are_delivered_and_rolled_back_ones_are_not(
         body_prefix="rollback-",
     )
     rolled_back.check()
-    consumed = run_driver(
-        PYTHON5,
-        "simple-consume",
-        endpoints=front,
-        topic=topic,
-        group=group,
-        expect=2,
-        await_duration=5,
-        linger=3,
-        timeout_s=90,
-    )
-    consumed.check()
+    consumed = _consume(front, topic, group, 2, linger=3)
     got = consumed.received()
     assert sorted(e["msgId"] for e in got) == sorted(e["msgId"] for e in committed.sent())
     assert {e["messageType"] for e in got} == {"TRANSACTION"}
@@ -232,17 +216,7 @@ def test_a_delayed_message_arrives_after_its_time(
     )
     produced.check()
     (sent,) = produced.sent()
-    consumed = run_driver(
-        PYTHON5,
-        "simple-consume",
-        endpoints=front,
-        topic=topic,
-        group=group,
-        expect=1,
-        await_duration=5,
-        timeout_s=90,
-    )
-    consumed.check()
+    consumed = _consume(front, topic, group, 1)
     (got,) = consumed.received()
     assert got["msgId"] == sent["msgId"] and got["messageType"] == "DELAY"
     assert got["deliveryTimestamp"] == sent["deliveryTimestamp"]
@@ -272,18 +246,7 @@ def test_an_open_transaction_is_resolved_by_the_brokers_check(
     for run in runs.values():
         run.check()
         assert {e["msgId"] for e in run.sent()} <= {e["msgId"] for e in run.of("checked")}
-    consumed = run_driver(
-        PYTHON5,
-        "simple-consume",
-        endpoints=front,
-        topic=topic,
-        group=group,
-        expect=2,
-        await_duration=5,
-        linger=3,
-        timeout_s=90,
-    )
-    consumed.check()
+    consumed = _consume(front, topic, group, 2, linger=3)
     assert sorted(e["msgId"] for e in consumed.received()) == sorted(
         e["msgId"] for e in runs["commit"].sent()
     )
@@ -352,17 +315,7 @@ def test_bodies_up_to_4_mib_round_trip(
     topic, group = _topic_and_group(client, pop_target)
     produced = run_driver(PYTHON5, "produce", endpoints=front, topic=topic, count=1, body_size=size)
     produced.check()
-    consumed = run_driver(
-        PYTHON5,
-        "simple-consume",
-        endpoints=front,
-        topic=topic,
-        group=group,
-        expect=1,
-        await_duration=5,
-        timeout_s=90,
-    )
-    consumed.check()
+    consumed = _consume(front, topic, group, 1)
     ((sent,), (got,)) = (produced.sent(), consumed.received())
     assert got["bodyLen"] == size and got["bodyMd5"] == sent["bodyMd5"]
 
@@ -385,17 +338,5 @@ def test_a_tag_filter_gets_only_its_tags(
     for tag in ("TagA", "TagB"):
         produced = run_driver(PYTHON5, "produce", endpoints=front, topic=topic, count=2, tag=tag)
         produced.check()
-    consumed = run_driver(
-        PYTHON5,
-        "simple-consume",
-        endpoints=front,
-        topic=topic,
-        group=group,
-        expect=2,
-        tags="TagB",
-        await_duration=5,
-        linger=2,
-        timeout_s=90,
-    )
-    consumed.check()
+    consumed = _consume(front, topic, group, 2, tags="TagB", linger=2)
     assert [e["tags"] for e in consumed.received()] == ["TagB", "TagB"]
