@@ -22,6 +22,7 @@ from sidewinder.client.route_cache import RouteCache
 from sidewinder.protocol.codes import LanguageCode, RequestCode
 from sidewinder.protocol.command import CURRENT_VERSION, RemotingCommand, next_opaque
 from sidewinder.proxy import grpc_protocol as v2
+from sidewinder.proxy.auth import CALL_ACCOUNT, Account
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.connection import RemotingError
 
@@ -51,6 +52,7 @@ class GrpcClient:
     settings: Any
     telemetry: asyncio.Queue[Any] | None = None  # commands to push, while its stream is open
     last_seen: float = field(default_factory=time.monotonic)
+    account: Account | None = None  # what its calls are signed with (ACL)
 
     @property
     def is_producer(self) -> bool:
@@ -148,6 +150,7 @@ class ClientRegistry:
         else:
             known.settings = settings
             known.last_seen = time.monotonic()
+        known.account = CALL_ACCOUNT.get()
         return known
 
     def seen(self, client_id: str) -> GrpcClient | None:
@@ -168,8 +171,28 @@ class ClientRegistry:
 
     async def terminated(self, client_id: str) -> None:
         client = self.clients.pop(client_id, None)
-        if client is None:
-            return
+        if client is not None:
+            await self.unregister(client)
+
+    async def expire(self, now: float) -> None:
+        """Forget, and unregister from the brokers, clients silent for CLIENT_EXPIRY_S: they
+        share the front's connections, so a broker cannot see them go."""
+        gone = [c for c in self.clients.values() if now - c.last_seen > CLIENT_EXPIRY_S]
+        for client in gone:
+            del self.clients[client.client_id]
+            log.info("proxy.client_expired", client=client.client_id)
+            await self.unregister(client)
+
+    async def unregister(self, client: GrpcClient) -> None:
+        """UNREGISTER_CLIENT in the client's name, for each of its groups, to its brokers."""
+        client_id = client.client_id
+        signed_as = CALL_ACCOUNT.set(client.account)  # a scan unregisters outside its calls
+        try:
+            await self._unregister_from(client, client_id)
+        finally:
+            CALL_ACCOUNT.reset(signed_as)
+
+    async def _unregister_from(self, client: GrpcClient, client_id: str) -> None:
         for addr in await self._masters(client):
             for group in client.topics if client.is_producer else [client.group]:
                 ext = {"clientID": client_id}
@@ -179,12 +202,6 @@ class ClientRegistry:
                     await self.remoting.invoke(addr, request, HEARTBEAT_TIMEOUT_S)
                 except (RemotingError, OSError) as exc:
                     log.warning("proxy.unregister_failed", broker=addr, error=str(exc))
-
-    def expire(self, now: float) -> list[str]:
-        gone = [c for c, known in self.clients.items() if now - known.last_seen > CLIENT_EXPIRY_S]
-        for client_id in gone:
-            del self.clients[client_id]
-        return gone
 
     def producer_of(self, topic: str) -> GrpcClient | None:
         """A live producer of `topic` with an open Telemetry stream (for a transaction check)."""

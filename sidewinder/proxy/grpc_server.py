@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import re
 import tempfile
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ LANGUAGE = "x-mq-language"
 VERSION = "x-mq-client-version"
 NAMESPACE = "x-mq-namespace"
 MAX_MESSAGE_BYTES = 130 << 20  # the clients' own limit on a message, with room for headers
+CLIENT_SCAN_S = 10.0  # how often silent clients are looked for
 
 
 def _snake(name: str) -> str:
@@ -91,6 +93,7 @@ class GrpcFront:
         self.tls = tls
         self._server: Any = None
         self._mux: PortMux | None = None
+        self._expiry: asyncio.Task[None] | None = None
 
     async def start(self) -> int:
         server = grpc.aio.server(
@@ -118,11 +121,23 @@ class GrpcFront:
             self._mux = PortMux(self.host, self.port, plain, secure, tls.server_mode)
             bound = await self._mux.start()
         self._server, self.port = server, bound
+        self._expiry = asyncio.get_running_loop().create_task(self._expire_clients())
         mode = "disabled" if tls is None else tls.server_mode.value
         log.info("proxy.grpc_listening", host=self.host, port=bound, tls=mode)
         return bound
 
+    async def _expire_clients(self) -> None:
+        while True:
+            await asyncio.sleep(CLIENT_SCAN_S)
+            try:
+                await self.activity.clients.expire(time.monotonic())
+            except Exception:  # keep scanning whatever one round met
+                log.exception("proxy.client_scan_failed")
+
     async def stop(self, grace_s: float = 1.0) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
         if self._mux is not None:
             await self._mux.stop()
             self._mux = None
