@@ -174,14 +174,15 @@ class ClientRegistry:
         if client is not None:
             await self.unregister(client)
 
-    async def expire(self, now: float) -> None:
+    async def expire(self, now: float) -> list[GrpcClient]:
         """Forget, and unregister from the brokers, clients silent for CLIENT_EXPIRY_S: they
-        share the front's connections, so a broker cannot see them go."""
+        share the front's connections, so a broker cannot see them go. The ones gone."""
         gone = [c for c in self.clients.values() if now - c.last_seen > CLIENT_EXPIRY_S]
         for client in gone:
             del self.clients[client.client_id]
             log.info("proxy.client_expired", client=client.client_id)
             await self.unregister(client)
+        return gone
 
     async def unregister(self, client: GrpcClient) -> None:
         """UNREGISTER_CLIENT in the client's name, for each of its groups, to its brokers."""

@@ -31,6 +31,7 @@ VERSION = "x-mq-client-version"
 NAMESPACE = "x-mq-namespace"
 MAX_MESSAGE_BYTES = 130 << 20  # the clients' own limit on a message, with room for headers
 CLIENT_SCAN_S = 10.0  # how often silent clients are looked for
+RENEW_SCAN_S = 2.0  # how often receipt handles due for renewal are looked for
 
 
 def _snake(name: str) -> str:
@@ -121,18 +122,22 @@ class GrpcFront:
             self._mux = PortMux(self.host, self.port, plain, secure, tls.server_mode)
             bound = await self._mux.start()
         self._server, self.port = server, bound
-        self._expiry = asyncio.get_running_loop().create_task(self._expire_clients())
+        self._expiry = asyncio.get_running_loop().create_task(self._housekeeping())
         mode = "disabled" if tls is None else tls.server_mode.value
         log.info("proxy.grpc_listening", host=self.host, port=bound, tls=mode)
         return bound
 
-    async def _expire_clients(self) -> None:
+    async def _housekeeping(self) -> None:
+        """Handle renewals every RENEW_SCAN_S, silent clients every CLIENT_SCAN_S."""
+        rounds = 0
         while True:
-            await asyncio.sleep(CLIENT_SCAN_S)
+            await asyncio.sleep(RENEW_SCAN_S)
+            rounds += 1
+            expire = rounds % round(CLIENT_SCAN_S / RENEW_SCAN_S) == 0
             try:
-                await self.activity.clients.expire(time.monotonic())
-            except Exception:  # keep scanning whatever one round met
-                log.exception("proxy.client_scan_failed")
+                await self.activity.housekeeping(int(time.time() * 1000), expire)
+            except Exception:  # keep going whatever one round met
+                log.exception("proxy.housekeeping_failed")
 
     async def stop(self, grace_s: float = 1.0) -> None:
         if self._expiry is not None:

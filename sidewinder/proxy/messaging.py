@@ -57,6 +57,7 @@ from sidewinder.proxy.convert import (
     message_type_of,
     outgoing,
 )
+from sidewinder.proxy.renewal import ReceiptRenewals
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.connection import RemotingError
 from sidewinder.remoting.dispatch import ProcessorTable, RequestContext
@@ -66,7 +67,6 @@ log = structlog.get_logger(__name__)
 AUTO_CREATE_TOPIC = "TBW102"
 MIN_LONG_POLLING_MS = 5_000  # grpcClientConsumerMinLongPollingTimeoutMillis
 MAX_LONG_POLLING_MS = 20_000  # grpcClientConsumerMaxLongPollingTimeoutMillis
-AUTO_RENEW_INVISIBLE_MS = 60_000  # a push consumer's messages, renewed while it works
 MAX_INVISIBLE_MS = 12 * 3600 * 1000  # RocketMQ's maxInvisibleTimeMills
 MIN_INVISIBLE_MS = 10_000  # minInvisibleTimeMillsForRecv (renewals may be shorter)
 SEND_TIMEOUT_S = 3.0
@@ -160,6 +160,7 @@ class MessagingActivity:
         self.endpoints = endpoints
         self._turn = itertools.count()
         self._topic_types: dict[str, tuple[str, float]] = {}  # topic -> (type, when asked)
+        self.renewals = ReceiptRenewals(self.change_invisible)
 
     async def close(self) -> None:
         await self.remoting.close()
@@ -274,6 +275,14 @@ class MessagingActivity:
         self._topic_types[topic] = (kind, now)
         return kind
 
+    async def housekeeping(self, now_ms: int, expire: bool) -> None:
+        """Renew the handles push consumers still work on; with `expire`, forget silent
+        clients and bring their messages back."""
+        await self.renewals.renew_due(now_ms)
+        if expire:
+            for client in await self.clients.expire(time.monotonic()):
+                await self.renewals.release(client.client_id)
+
     async def broker_name_at(self, topic: str, addr: str) -> str:
         """The name of the broker at `addr` (a master of `topic`'s route)."""
         route = await self.routes.route(topic)
@@ -296,6 +305,7 @@ class MessagingActivity:
         return v2.HeartbeatResponse(status=status())
 
     async def notify_client_termination(self, request: Any, caller: Caller) -> Any:
+        await self.renewals.release(caller.client_id)
         await self.clients.terminated(caller.client_id)
         return v2.NotifyClientTerminationResponse(status=status())
 
@@ -410,7 +420,7 @@ class MessagingActivity:
         """The stream: a status, the messages, then the delivery timestamp."""
         group, topic = request.group.name, request.message_queue.topic.name
         invisible_ms = (
-            AUTO_RENEW_INVISIBLE_MS
+            self.renewals.slice_ms
             if request.auto_renew or not request.HasField("invisible_duration")
             else _duration_ms(request.invisible_duration)
         )
@@ -442,6 +452,8 @@ class MessagingActivity:
         else:
             yield v2.ReceiveMessageResponse(status=status())
             for popped in messages:
+                if request.auto_renew:
+                    self.renewals.track(caller.client_id, group, topic, popped.receipt_handle)
                 yield v2.ReceiveMessageResponse(
                     message=incoming(popped, popped.receipt_handle, invisible_ms)
                 )
@@ -508,8 +520,9 @@ class MessagingActivity:
             return v2.AckMessageResponse(status=refusal(exc))
         results = []
         for entry in request.entries:
+            handle = self.renewals.newest(entry.receipt_handle)
             try:
-                info, addr = await self._handle_target(topic, entry.receipt_handle)
+                info, addr = await self._handle_target(topic, handle)
             except ValueError:
                 results.append(
                     self._ack_result(
@@ -524,7 +537,7 @@ class MessagingActivity:
                 consumer_group=group,
                 topic=info.real_topic(topic, group),
                 queue_id=info.queue_id,
-                extra_info=entry.receipt_handle,
+                extra_info=handle,
                 offset=_offset(info),
                 broker_name=info.broker_name,
             )
@@ -534,6 +547,7 @@ class MessagingActivity:
             except Exception as exc:
                 results.append(self._ack_result(entry, refusal(exc)))
                 continue
+            self.renewals.settled(entry.receipt_handle)
             results.append(self._ack_result(entry, status()))
         first = results[0].status if results else status()
         if any(r.status.code != first.code for r in results):
@@ -545,6 +559,29 @@ class MessagingActivity:
         return v2.AckMessageResultEntry(
             message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=result
         )
+
+    async def change_invisible(self, group: str, topic: str, handle: str, invisible_ms: int) -> str:
+        """CHANGE_MESSAGE_INVISIBLETIME for a handle: the new handle. ValueError for what is
+        not a handle; ClientError when the broker refuses."""
+        info, addr = await self._handle_target(topic, handle)
+        real_topic = info.real_topic(topic, group)
+        offset = _offset(info)
+        header = ChangeInvisibleTimeRequestHeader(
+            consumer_group=group,
+            topic=real_topic,
+            queue_id=info.queue_id,
+            extra_info=handle,
+            offset=offset,
+            invisible_time=invisible_ms,
+            broker_name=info.broker_name,
+        )
+        command = RemotingCommand.request(
+            PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME, header.to_ext()
+        )
+        reply = await self.remoting.invoke(addr, command, CALL_TIMEOUT_S)
+        _check(reply)
+        changed = ChangeInvisibleTimeResponseHeader.from_ext(reply.ext_fields)
+        return changed.new_handle(info, real_topic, offset).encode()
 
     async def change_invisible_duration(self, request: Any, caller: Caller) -> Any:
         group, topic = request.group.name, request.topic.name
@@ -562,35 +599,18 @@ class MessagingActivity:
                     f"(0, {MAX_INVISIBLE_MS}] ms",
                 )
             )
+        given = request.receipt_handle
         try:
-            info, addr = await self._handle_target(topic, request.receipt_handle)
+            handle = await self.change_invisible(
+                group, topic, self.renewals.newest(given), invisible_ms
+            )
         except ValueError:
             return v2.ChangeInvisibleDurationResponse(
                 status=status("INVALID_RECEIPT_HANDLE", "the receipt handle is invalid")
             )
         except Exception as exc:
             return v2.ChangeInvisibleDurationResponse(status=refusal(exc))
-        real_topic = info.real_topic(topic, group)
-        offset = _offset(info)
-        header = ChangeInvisibleTimeRequestHeader(
-            consumer_group=group,
-            topic=real_topic,
-            queue_id=info.queue_id,
-            extra_info=request.receipt_handle,
-            offset=offset,
-            invisible_time=invisible_ms,
-            broker_name=info.broker_name,
-        )
-        command = RemotingCommand.request(
-            PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME, header.to_ext()
-        )
-        try:
-            reply = await self.remoting.invoke(addr, command, CALL_TIMEOUT_S)
-            _check(reply)
-        except Exception as exc:
-            return v2.ChangeInvisibleDurationResponse(status=refusal(exc))
-        changed = ChangeInvisibleTimeResponseHeader.from_ext(reply.ext_fields)
-        handle = changed.new_handle(info, real_topic, offset).encode()
+        self.renewals.settled(given)  # a nack: the client decides its time from now on
         return v2.ChangeInvisibleDurationResponse(status=status(), receipt_handle=handle)
 
     # -- transactions, recall, dead letters ---------------------------------------------------
@@ -652,8 +672,9 @@ class MessagingActivity:
         """The client gives up on a message: to %DLQ%group (CONSUMER_SEND_MSG_BACK with delay
         level -1), then acked, as RocketMQ's proxy does."""
         group, topic = request.group.name, request.topic.name
+        handle = self.renewals.newest(request.receipt_handle)
         try:
-            info, addr = await self._handle_target(topic, request.receipt_handle)
+            info, addr = await self._handle_target(topic, handle)
         except ValueError:
             return v2.ForwardMessageToDeadLetterQueueResponse(
                 status=status("INVALID_RECEIPT_HANDLE", "the receipt handle is invalid")
@@ -673,7 +694,7 @@ class MessagingActivity:
             consumer_group=group,
             topic=info.real_topic(topic, group),
             queue_id=info.queue_id,
-            extra_info=request.receipt_handle,
+            extra_info=handle,
             offset=_offset(info),
             broker_name=info.broker_name,
         )
@@ -692,6 +713,7 @@ class MessagingActivity:
             _check(reply)
         except Exception as exc:
             return v2.ForwardMessageToDeadLetterQueueResponse(status=refusal(exc))
+        self.renewals.settled(request.receipt_handle)
         return v2.ForwardMessageToDeadLetterQueueResponse(status=status())
 
     async def _commit_log_offset_of(
