@@ -1,7 +1,8 @@
-"""RocketMQ 5's stock gRPC client (rocketmq-python-client 5.1.2, unchanged, in a subprocess)
-through our gRPC front: `mqproxy` in cluster mode in front of the real RocketMQ 5.3.2 broker and
-in front of Sidewinder's, and the front inside Sidewinder's broker (local mode). What passes in
-front of RocketMQ 5.3.2 must pass in front of ours."""
+"""RocketMQ 5's stock gRPC clients, unchanged, in subprocesses: rocketmq-python-client 5.1.2
+(`python5`) and rocketmq-clients/golang/v5 v5.1.4 (`go5`), each scenario once per client, through
+our gRPC front: `mqproxy` in cluster mode in front of the real RocketMQ 5.3.2 broker and in front
+of Sidewinder's, and the front inside Sidewinder's broker (local mode). What passes in front of
+RocketMQ 5.3.2 must pass in front of ours."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from interop.drivers import run_driver
+from interop.drivers import GO5, GRPC_CLIENTS, run_driver
 from interop.ports import lease_port_block
 from interop.sidewinder import MqProxy
 from interop.target import ClusterTarget, create_target
@@ -19,7 +20,11 @@ from sidewinder.remoting.client import SyncRemotingClient
 from tests.helpers import send_request, unique
 from tests.interop.pop_requests import create_group_request, create_topic_request
 
-PYTHON5 = "python5"
+
+@pytest.fixture(params=GRPC_CLIENTS)
+def grpc_client(request: pytest.FixtureRequest) -> str:
+    """The stock client that runs the scenario (`python5`, `go5`)."""
+    return str(request.param)
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +49,22 @@ def local_front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Clus
         target.stop()
 
 
+# The Go client's simple consumer sends ReceiveMessage without long_polling_timeout (its await
+# duration goes in its Telemetry settings) and a deadline of await + request timeout (8 s here).
+# RocketMQ's proxy then polls for the deadline's remaining time less half the request timeout
+# (6.5 s), clamped to [5, 20] s; our front polls the 20 s maximum, so every empty receive ends in
+# DEADLINE_EXCEEDED at 8 s, behind 5.3.2 and behind Sidewinder alike (sidewinder/proxy).
+GO_EMPTY_POLL = pytest.mark.xfail(
+    strict=True,
+    reason="the front long-polls 20 s when ReceiveMessage has no long_polling_timeout",
+)
+
+
+def _known_front_bug(request: pytest.FixtureRequest, grpc_client: str) -> None:
+    if grpc_client == GO5:
+        request.applymarker(GO_EMPTY_POLL)
+
+
 def _topic_and_group(client: SyncRemotingClient, target: ClusterTarget) -> tuple[str, str]:
     topic, group = unique("GrpcTopic"), unique("GrpcGroup")
     for request in (create_topic_request(topic, 2), create_group_request(group)):
@@ -52,10 +73,10 @@ def _topic_and_group(client: SyncRemotingClient, target: ClusterTarget) -> tuple
     return topic, group
 
 
-def _round_trip(endpoints: str, topic: str, group: str) -> None:
+def _round_trip(grpc_client: str, endpoints: str, topic: str, group: str) -> None:
     """Send five messages with tag, keys and a property; a simple consumer gets each once."""
     produced = run_driver(
-        PYTHON5,
+        grpc_client,
         "produce",
         endpoints=endpoints,
         topic=topic,
@@ -67,7 +88,7 @@ def _round_trip(endpoints: str, topic: str, group: str) -> None:
     sent = produced.sent()
     assert [e["status"] for e in sent] == ["SEND_OK"] * 5
     consumed = run_driver(
-        PYTHON5,
+        grpc_client,
         "simple-consume",
         endpoints=endpoints,
         topic=topic,
@@ -89,22 +110,49 @@ def _round_trip(endpoints: str, topic: str, group: str) -> None:
 
 
 def test_send_and_simple_consume_through_mqproxy(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
     topic, group = _topic_and_group(client, pop_target)
-    _round_trip(front, topic, group)
+    _round_trip(grpc_client, front, topic, group)
 
 
 def test_send_and_simple_consume_through_the_brokers_own_front(
-    local_front: tuple[ClusterTarget, str], client: SyncRemotingClient
+    grpc_client: str, local_front: tuple[ClusterTarget, str], client: SyncRemotingClient
 ) -> None:
     target, endpoints = local_front
     topic, group = _topic_and_group(client, target)
-    _round_trip(endpoints, topic, group)
+    _round_trip(grpc_client, endpoints, topic, group)
+
+
+def test_an_empty_receive_ends_within_the_clients_deadline(
+    grpc_client: str,
+    pop_target: ClusterTarget,
+    front: str,
+    client: SyncRemotingClient,
+    request: pytest.FixtureRequest,
+) -> None:
+    """Nothing to receive: the long poll ends empty (MESSAGE_NOT_FOUND) before the client gives
+    up on the call, whether or not the request names its long-polling time."""
+    _known_front_bug(request, grpc_client)
+    topic, group = _topic_and_group(client, pop_target)
+    consumed = run_driver(
+        grpc_client,
+        "simple-consume",
+        endpoints=front,
+        topic=topic,
+        group=group,
+        expect=0,
+        await_duration=5,
+        linger=0.1,
+        timeout_s=30,
+    )
+    consumed.check()
+    (polled,) = consumed.of("polled")
+    assert polled["count"] == 0 and polled["seconds"] < 8, polled
 
 
 def test_a_4x_producers_messages_reach_a_5x_consumer(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
     topic, group = _topic_and_group(client, pop_target)
     bodies = [b"from-4x-%d" % n for n in range(3)]
@@ -112,7 +160,7 @@ def test_a_4x_producers_messages_reach_a_5x_consumer(
         reply = client.invoke(pop_target.broker_addr, send_request(topic, body, queue_id=n % 2), 10)
         assert reply.code == ResponseCode.SUCCESS, reply
     consumed = run_driver(
-        PYTHON5,
+        grpc_client,
         "simple-consume",
         endpoints=front,
         topic=topic,
@@ -127,18 +175,18 @@ def test_a_4x_producers_messages_reach_a_5x_consumer(
     )
 
 
-def test_the_route_of_an_unknown_topic_is_topic_not_found(front: str) -> None:
-    routed = run_driver(PYTHON5, "route", endpoints=front, topic=unique("NoSuchTopic"))
+def test_the_route_of_an_unknown_topic_is_topic_not_found(grpc_client: str, front: str) -> None:
+    routed = run_driver(grpc_client, "route", endpoints=front, topic=unique("NoSuchTopic"))
     events = [e for e in routed.events if e.get("event") in ("route", "error")]
     assert events, routed.events
     assert events[-1].get("codeName") == "TOPIC_NOT_FOUND", events
 
 
 def test_the_route_names_the_front_as_every_brokers_endpoint(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
     topic, _ = _topic_and_group(client, pop_target)
-    routed = run_driver(PYTHON5, "route", endpoints=front, topic=topic)
+    routed = run_driver(grpc_client, "route", endpoints=front, topic=topic)
     routed.check()
     (route,) = [e for e in routed.events if e.get("event") == "route"]
     assert route["codeName"] == "OK"
@@ -148,11 +196,16 @@ def test_the_route_names_the_front_as_every_brokers_endpoint(
 
 
 def test_committed_transactions_are_delivered_and_rolled_back_ones_are_not(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    grpc_client: str,
+    pop_target: ClusterTarget,
+    front: str,
+    client: SyncRemotingClient,
+    request: pytest.FixtureRequest,
 ) -> None:
+    _known_front_bug(request, grpc_client)  # it lingers: an empty receive
     topic, group = _topic_and_group(client, pop_target)
     committed = run_driver(
-        PYTHON5,
+        grpc_client,
         "transact",
         endpoints=front,
         topic=topic,
@@ -162,7 +215,7 @@ def test_committed_transactions_are_delivered_and_rolled_back_ones_are_not(
     )
     committed.check()
     rolled_back = run_driver(
-        PYTHON5,
+        grpc_client,
         "transact",
         endpoints=front,
         topic=topic,
@@ -172,7 +225,7 @@ def test_committed_transactions_are_delivered_and_rolled_back_ones_are_not(
     )
     rolled_back.check()
     consumed = run_driver(
-        PYTHON5,
+        grpc_client,
         "simple-consume",
         endpoints=front,
         topic=topic,
@@ -189,15 +242,15 @@ def test_committed_transactions_are_delivered_and_rolled_back_ones_are_not(
 
 
 def test_a_push_consumer_gets_every_message_and_a_failed_one_again(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
     """The listener fails the first delivery of one message: the client asks for it again
     later (ChangeInvisibleDuration, its backoff), and it comes back as a second attempt."""
     topic, group = _topic_and_group(client, pop_target)
-    produced = run_driver(PYTHON5, "produce", endpoints=front, topic=topic, count=3)
+    produced = run_driver(grpc_client, "produce", endpoints=front, topic=topic, count=3)
     produced.check()
     consumed = run_driver(
-        PYTHON5,
+        grpc_client,
         "push-consume",
         endpoints=front,
         topic=topic,
@@ -217,16 +270,16 @@ def test_a_push_consumer_gets_every_message_and_a_failed_one_again(
 
 
 def test_a_delayed_message_arrives_after_its_time(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
     topic, group = _topic_and_group(client, pop_target)
     produced = run_driver(
-        PYTHON5, "produce", endpoints=front, topic=topic, count=1, deliver_after_ms=3000
+        grpc_client, "produce", endpoints=front, topic=topic, count=1, deliver_after_ms=3000
     )
     produced.check()
     (sent,) = produced.sent()
     consumed = run_driver(
-        PYTHON5,
+        grpc_client,
         "simple-consume",
         endpoints=front,
         topic=topic,

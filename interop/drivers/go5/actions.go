@@ -591,8 +591,8 @@ func pushConsume(o *options) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// Its GracefulStop waits for the long poll in flight (up to the server's 20-30 s): bounded.
-	finish(event{"received": g.total()}, 3*time.Second, consumer)
+	// Its GracefulStop first waits for the long poll in flight (the server's 20 s): bounded.
+	finish(event{"received": g.total()}, time.Second, consumer)
 }
 
 // ---------------------------------------------------------------------------------------------
