@@ -196,13 +196,12 @@ def test_the_route_names_the_front_as_every_brokers_endpoint(
 
 
 def test_committed_transactions_are_delivered_and_rolled_back_ones_are_not(
-    grpc_client: str,
-    pop_target: ClusterTarget,
-    front: str,
-    client: SyncRemotingClient,
-    request: pytest.FixtureRequest,
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
-    _known_front_bug(request, grpc_client)  # it lingers: an empty receive
+    if grpc_client == GO5:
+        # It lingers on an empty receive: the front's bug above, which
+        # test_an_empty_receive_ends_within_the_clients_deadline shows (strict) at less cost.
+        pytest.xfail(GO_EMPTY_POLL.kwargs["reason"])
     topic, group = _topic_and_group(client, pop_target)
     committed = run_driver(
         grpc_client,
