@@ -4,6 +4,7 @@ go 1.25
 
 require (
 	github.com/apache/rocketmq-clients/golang/v5 v5.1.4
+	go.uber.org/zap v1.27.0
 	google.golang.org/grpc v1.72.0
 )
 
@@ -29,7 +30,6 @@ require (
 	go.opencensus.io v0.24.0 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.uber.org/zap v1.27.0 // indirect
 	golang.org/x/crypto v0.37.0 // indirect
 	golang.org/x/net v0.39.0 // indirect
 	golang.org/x/sync v0.13.0 // indirect

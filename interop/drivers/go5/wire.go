@@ -5,11 +5,14 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
 	rmq "github.com/apache/rocketmq-clients/golang/v5"
 	v2 "github.com/apache/rocketmq-clients/golang/v5/protocol/v2"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 )
 
@@ -38,13 +41,32 @@ var wire = &wireTap{
 
 func installWireTap() {
 	original := rmq.NewRpcClient
+	callLog := callLogger()
 	rmq.NewRpcClient = func(target string, opts ...rmq.RpcClientOption) (rmq.RpcClient, error) {
 		tap := rmq.WithDialOptions(
 			grpc.WithChainUnaryInterceptor(wire.unary),
 			grpc.WithChainStreamInterceptor(wire.stream),
 		)
-		return original(target, append(opts, rmq.WithRpcClientConnOption(tap))...)
+		return original(target, append(opts, rmq.WithRpcClientConnOption(tap, callLog))...)
 	}
+}
+
+// callLogger keeps the client's log of each call under $HOME/logs with its other logs (it
+// writes /tmp/rocketmq-logger.log, shared by every run, by default).
+func callLogger() rmq.ConnOption {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		home = os.TempDir()
+	}
+	config := zap.NewProductionConfig()
+	path := filepath.Join(home, "logs", "rocketmq-grpc-calls.log")
+	config.OutputPaths = []string{path}
+	config.ErrorOutputPaths = []string{path}
+	logger, err := config.Build()
+	if err != nil {
+		logger = zap.NewNop()
+	}
+	return rmq.WithZapLogger(logger)
 }
 
 func (w *wireTap) unary(
