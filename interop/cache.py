@@ -74,6 +74,11 @@ class BenchCache:
         return self.root / "go" / "go-driver"
 
     @property
+    def go5_driver(self) -> Path:
+        """interop/drivers/go5 built: the stock RocketMQ 5 gRPC client for Go."""
+        return self.root / "go5" / "go5-driver"
+
+    @property
     def fixtures(self) -> Path:
         return self.root / "fixtures"
 

@@ -7,7 +7,8 @@
 Steps: `maven` (RocketMQ's published jars, one classpath per role), `java` (our Java driver,
 compiled against the 4.9.8 client), `cpp` (PyPI `rocketmq` 0.4.4 in its own virtualenv), `py5`
 (PyPI `rocketmq-python-client` 5.1.2, the gRPC client, in another), `node` (npm `ali-ons` from our
-lockfile), `go` (rocketmq-client-go from the Go module proxy). Each step
+lockfile), `go` (rocketmq-client-go from the Go module proxy), `go5` (the RocketMQ 5 gRPC client
+for Go, rocketmq-clients/golang/v5 v5.1.4, from the same proxy). Each step
 records a stamp of its inputs, so a second run does no network access at all. A failed download
 names the registry that could not be reached.
 """
@@ -243,17 +244,28 @@ def install_node(cache: BenchCache) -> str:
 
 
 def install_go(cache: BenchCache) -> str:
-    src = DRIVERS_DIR / "go"
+    return _go_build(cache, "go", DRIVERS_DIR / "go", cache.go_driver)
+
+
+def install_go5(cache: BenchCache) -> str:
+    # The stock RocketMQ 5 gRPC client in Go (github.com/apache/rocketmq-clients/golang/v5, the
+    # exact version its go.mod and go.sum pin) for interop/drivers/go5. The proxy refuses to list
+    # that module's versions: only an exact version resolves.
+    return _go_build(cache, "go5", DRIVERS_DIR / "go5", cache.go5_driver)
+
+
+def _go_build(cache: BenchCache, step: str, src: Path, output: Path) -> str:
+    """`go build` a driver module into the cache; its go.mod and go.sum pin every module."""
     inputs = [p for p in src.rglob("*") if p.is_file() and p.suffix in {".go", ".mod", ".sum"}]
     digest = _digest(inputs)
-    if _fresh(cache, "go", digest, cache.go_driver):
+    if _fresh(cache, step, digest, output):
         return "up to date"
-    cache.go_driver.parent.mkdir(parents=True, exist_ok=True)
-    staged = cache.go_driver.with_suffix(".tmp")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staged = output.with_suffix(".tmp")
     _run(["go", "build", "-o", str(staged), "."], "the Go module proxy", cwd=src)
-    os.replace(staged, cache.go_driver)
-    _stamp(cache, "go", digest)
-    return f"built {cache.go_driver}"
+    os.replace(staged, output)
+    _stamp(cache, step, digest)
+    return f"built {output}"
 
 
 STEPS: dict[str, Callable[[BenchCache], str]] = {
@@ -263,6 +275,7 @@ STEPS: dict[str, Callable[[BenchCache], str]] = {
     "py5": install_py5,
     "node": install_node,
     "go": install_go,
+    "go5": install_go5,
 }
 
 

@@ -138,7 +138,8 @@ class MessageRecord:
         """The body the producer sent: inflated when the COMPRESSED flag is set.
 
         4.x clients compress with zlib and mark it 0x300 or (before 4.9.8) not at all;
-        LZ4 and ZSTD are 5.x types this store does not inflate.
+        LZ4 and ZSTD are 5.x types this store does not inflate. A gzip body (what RocketMQ 5's
+        proxy stores for a 5.x client's GZIP encoding) inflates too.
         """
         if not self.sys_flag & int(MessageSysFlag.COMPRESSED):
             return bytes(self.body)
@@ -147,7 +148,10 @@ class MessageRecord:
             raise ValueError(
                 f"compression type {kind:#x} of message at {self.phy_offset} is not zlib"
             )
-        return zlib.decompress(self.body)
+        return zlib.decompress(self.body, ZLIB_OR_GZIP)
+
+
+ZLIB_OR_GZIP = 47  # zlib's wbits: a zlib or a gzip header, detected
 
 
 @dataclass(frozen=True, slots=True)

@@ -177,9 +177,15 @@ class ClientRegistry:
     async def expire(self, now: float) -> list[GrpcClient]:
         """Forget, and unregister from the brokers, clients silent for CLIENT_EXPIRY_S: they
         share the front's connections, so a broker cannot see them go. The ones gone."""
-        gone = [c for c in self.clients.values() if now - c.last_seen > CLIENT_EXPIRY_S]
-        for client in gone:
-            del self.clients[client.client_id]
+        silent = [c for c in self.clients.values() if now - c.last_seen > CLIENT_EXPIRY_S]
+        gone = []
+        for client in silent:
+            # Checked again: an unregister awaited above may have let it speak or end.
+            if client.last_seen >= now - CLIENT_EXPIRY_S:
+                continue
+            if self.clients.pop(client.client_id, None) is None:
+                continue
+            gone.append(client)
             log.info("proxy.client_expired", client=client.client_id)
             await self.unregister(client)
         return gone

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import re
 from dataclasses import dataclass
@@ -131,7 +132,13 @@ def outgoing(message: Any, max_body_bytes: int = MAX_BODY_BYTES) -> Outgoing:
             seconds = system.orphaned_transaction_recovery_duration.ToSeconds()
             properties[CHECK_IMMUNITY_S] = str(seconds)
     if system.body_encoding == v2.Encoding.GZIP:
-        sys_flag |= COMPRESSED_FLAG
+        # Stored as sent, plain: any consumer reads it, 4.x ones (zlib only) too.
+        try:
+            body = gzip.decompress(body)
+        except (OSError, EOFError) as exc:
+            raise BadMessage(
+                "MESSAGE_CORRUPTED", f"the GZIP body does not inflate: {exc}"
+            ) from None
     if system.born_host:
         properties[BORN_HOST] = system.born_host
     born = system.born_timestamp.ToMilliseconds() if system.HasField("born_timestamp") else 0
@@ -168,7 +175,7 @@ def incoming(message: ReceivedMessage, receipt_handle: str, invisible_ms: int) -
         body_digest=v2.Digest(type=v2.DigestType.MD5, checksum=digest),
         body_encoding=v2.Encoding.IDENTITY,
         message_type=message_type_of(props),
-        born_host=message.born_host.rsplit(":", 1)[0],
+        born_host=props.get(BORN_HOST) or message.born_host.rsplit(":", 1)[0],
         store_host=message.store_host,
         queue_id=message.queue.queue_id,
         queue_offset=message.queue_offset,

@@ -40,11 +40,13 @@ def _snake(name: str) -> str:
 
 def caller_of(context: Any) -> Caller:
     metadata = _metadata(context)
+    remaining = context.time_remaining()
     return Caller(
         client_id=str(metadata.get(CLIENT_ID, "")),
         language=str(metadata.get(LANGUAGE, "")),
         version=str(metadata.get(VERSION, "")),
         namespace=str(metadata.get(NAMESPACE, "")),
+        remaining_ms=None if remaining is None else int(remaining * 1000),
     )
 
 

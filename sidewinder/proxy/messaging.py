@@ -34,6 +34,7 @@ from sidewinder.protocol.headers import (
 )
 from sidewinder.protocol.message import encode_properties
 from sidewinder.protocol.pop import (
+    POLLING_FULL,
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     ChangeInvisibleTimeResponseHeader,
@@ -67,6 +68,9 @@ log = structlog.get_logger(__name__)
 AUTO_CREATE_TOPIC = "TBW102"
 MIN_LONG_POLLING_MS = 5_000  # grpcClientConsumerMinLongPollingTimeoutMillis
 MAX_LONG_POLLING_MS = 20_000  # grpcClientConsumerMaxLongPollingTimeoutMillis
+MAX_POP_BATCH = 32  # a larger batch is cut to it, as RocketMQ's proxy cuts it
+DEFAULT_REQUEST_TIMEOUT_MS = 3_000  # a client's request timeout when its settings name none
+DEADLINE_MARGIN_MS = 300  # what a pop's answer needs to reach the client before its deadline
 MAX_INVISIBLE_MS = 12 * 3600 * 1000  # RocketMQ's maxInvisibleTimeMills
 MIN_INVISIBLE_MS = 10_000  # minInvisibleTimeMillsForRecv (renewals may be shorter)
 SEND_TIMEOUT_S = 3.0
@@ -108,8 +112,20 @@ def status(code: str = "OK", message: str = "OK") -> Any:
     return v2.Status(code=v2.Code.Value(code), message=message)
 
 
+class ExpiredHandle(Exception):
+    """A receipt handle whose invisible time has run out."""
+
+
+class TooManyPolls(Exception):
+    """A pop the broker answered POLLING_FULL: its held pops are at their limit."""
+
+
 def refusal(exc: Exception) -> Any:
     """The v2 status of a failed remoting call."""
+    if isinstance(exc, TooManyPolls):
+        return status("TOO_MANY_REQUESTS", str(exc))
+    if isinstance(exc, ExpiredHandle):
+        return status("INVALID_RECEIPT_HANDLE", str(exc))
     if isinstance(exc, ClientError):
         if ACL_EXCEPTION in (exc.remark or ""):  # the broker's ACL said no (SYSTEM_ERROR)
             return status("FORBIDDEN", exc.remark)
@@ -129,6 +145,7 @@ class Caller:
     language: str = ""
     version: str = ""
     namespace: str = ""
+    remaining_ms: int | None = None  # until the call's deadline, when it has one
 
 
 def _check(reply: RemotingCommand) -> None:
@@ -253,6 +270,7 @@ class MessagingActivity:
         if cached is not None and now - cached[1] < TOPIC_CONFIG_TTL_S:
             return cached[0]
         kind = "UNSPECIFIED"
+        answered = False  # a broker answered (a topic it lacks too): worth keeping
         route = await self.routes.route(topic)
         for name in sorted(route.brokers) if route is not None else []:
             addr = route.master(name) if route is not None else None
@@ -264,6 +282,10 @@ class MessagingActivity:
             except (RemotingError, OSError) as exc:
                 log.warning("proxy.topic_config_failed", broker=addr, error=str(exc))
                 continue
+            answered = answered or reply.code in (
+                ResponseCode.SUCCESS,
+                ResponseCode.TOPIC_NOT_EXIST,
+            )
             if reply.code == ResponseCode.SUCCESS:
                 value = loads(reply.body_bytes)
                 attributes = value.get("attributes") or {}
@@ -272,7 +294,10 @@ class MessagingActivity:
                 break
         if kind not in ACCEPTED_TYPES:
             kind = "UNSPECIFIED"
-        self._topic_types[topic] = (kind, now)
+        if answered:
+            self._topic_types[topic] = (kind, now)
+        elif cached is not None:
+            return cached[0]  # no broker answered: the last good answer stands
         return kind
 
     async def housekeeping(self, now_ms: int, expire: bool) -> None:
@@ -424,11 +449,8 @@ class MessagingActivity:
             if request.auto_renew or not request.HasField("invisible_duration")
             else _duration_ms(request.invisible_duration)
         )
-        polling_ms = MAX_LONG_POLLING_MS
-        if request.HasField("long_polling_timeout"):
-            polling_ms = _duration_ms(request.long_polling_timeout)
-        polling_ms = min(max(polling_ms, MIN_LONG_POLLING_MS), MAX_LONG_POLLING_MS)
-        problem = _receive_problem(request, group, invisible_ms)
+        polling_ms, problem = self._polling_ms(request, caller)
+        problem = problem or _receive_problem(request, group, invisible_ms)
         if problem is not None:
             yield v2.ReceiveMessageResponse(status=problem)
             return
@@ -440,7 +462,7 @@ class MessagingActivity:
                 group,
                 subscription,
                 request.message_queue.broker.name,
-                request.batch_size,
+                min(request.batch_size, MAX_POP_BATCH),
                 invisible_ms,
                 polling_ms,
             )
@@ -460,6 +482,35 @@ class MessagingActivity:
         done = v2.ReceiveMessageResponse()
         done.delivery_timestamp.GetCurrentTime()
         yield done
+
+    def _polling_ms(self, request: Any, caller: Caller) -> tuple[int, Any | None]:
+        """How long a receive long-polls (ReceiveMessageActivity): what it asks, else the
+        call's remaining time less half the client's request timeout; within 5-20 s and
+        never past the deadline; a deadline too near for the shortest poll is refused."""
+        remaining = caller.remaining_ms
+        if request.HasField("long_polling_timeout"):
+            polling = _duration_ms(request.long_polling_timeout)
+        elif remaining is not None:
+            polling = remaining - self._request_timeout_ms(caller) // 2
+        else:
+            polling = MAX_LONG_POLLING_MS
+        polling = min(max(polling, MIN_LONG_POLLING_MS), MAX_LONG_POLLING_MS)
+        if remaining is not None:
+            room = remaining - DEADLINE_MARGIN_MS
+            if polling > room:
+                if room < MIN_LONG_POLLING_MS:
+                    return 0, status(
+                        "ILLEGAL_POLLING_TIME",
+                        "The deadline time remaining is not enough for polling",
+                    )
+                polling = room
+        return polling, None
+
+    def _request_timeout_ms(self, caller: Caller) -> int:
+        client = self.clients.clients.get(caller.client_id)
+        if client is not None and client.settings.HasField("request_timeout"):
+            return _duration_ms(client.settings.request_timeout)
+        return DEFAULT_REQUEST_TIMEOUT_MS
 
     async def _pop(
         self,
@@ -492,6 +543,8 @@ class MessagingActivity:
         )
         command = RemotingCommand.request(PopRequestCode.POP_MESSAGE, header.to_ext())
         reply = await self.remoting.invoke(addr, command, polling_ms / 1000 + REPLY_MARGIN_S)
+        if reply.code == POLLING_FULL:
+            raise TooManyPolls(reply.remark or "too many pops held on this queue")
         if reply.code in EMPTY_POP:
             return []
         _check(reply)
@@ -504,6 +557,9 @@ class MessagingActivity:
 
     async def _handle_target(self, topic: str, handle: str) -> tuple[ExtraInfo, str]:
         info = ExtraInfo.decode(handle)  # ValueError for what is not a handle
+        if info.pop_time + info.invisible_time <= time.time() * 1000:
+            # Its message is visible again (or on its way): RocketMQ's proxy refuses it.
+            raise ExpiredHandle("receipt handle is expired")
         addr = await self.routes.broker_addr(MessageQueue(topic, info.broker_name, info.queue_id))
         if addr is None:
             raise ClientError(
@@ -774,14 +830,16 @@ def _receive_problem(request: Any, group: str, invisible_ms: int) -> Any | None:
         check_group(group)
     except BadMessage as exc:
         return refusal(exc)
+    if not request.auto_renew and not request.HasField("invisible_duration"):
+        return status("ILLEGAL_INVISIBLE_TIME", "the invisible time is not set")
     if not request.auto_renew and not MIN_INVISIBLE_MS <= invisible_ms <= MAX_INVISIBLE_MS:
         return status(
             "ILLEGAL_INVISIBLE_TIME",
             f"the invisible time {invisible_ms} ms is not within "
             f"[{MIN_INVISIBLE_MS}, {MAX_INVISIBLE_MS}] ms",
         )
-    if not 0 < request.batch_size <= 32:
-        return status("BAD_REQUEST", f"batch size {request.batch_size} is not within [1, 32]")
+    if request.batch_size <= 0:
+        return status("BAD_REQUEST", f"batch size {request.batch_size} is not positive")
     return None
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from interop.drivers import DriverRun, run_driver, start_driver
+from interop.drivers import GRPC_CLIENTS, DriverRun, run_driver, start_driver
 from interop.ports import lease_port_block
 from interop.sidewinder import MqProxy
 from interop.target import ClusterTarget, create_target
@@ -26,6 +26,12 @@ from tests.interop.pop_requests import create_group_request, create_topic_reques
 PYTHON5 = "python5"
 # A worker (and a RocketMQ 5.3.2 broker) of their own, beside the POP scenarios' one.
 pytestmark = pytest.mark.xdist_group(name="rocketmq5-grpc")
+
+
+@pytest.fixture(params=GRPC_CLIENTS)
+def grpc_client(request: pytest.FixtureRequest) -> str:
+    """The stock client that runs the scenario (`python5`, `go5`)."""
+    return str(request.param)
 
 
 @pytest.fixture(scope="session")
@@ -60,11 +66,13 @@ def _topic_and_group(
     return topic, group
 
 
-def _consume(endpoints: str, topic: str, group: str, expect: int, **options: Any) -> DriverRun:
+def _consume(
+    endpoints: str, topic: str, group: str, expect: int, client: str = PYTHON5, **options: Any
+) -> DriverRun:
     """A simple consumer's run that received `expect` messages, acking each (checked)."""
     options = {"await_duration": 5, "timeout_s": 90, **options}
     run = run_driver(
-        PYTHON5,
+        client,
         "simple-consume",
         endpoints=endpoints,
         topic=topic,
@@ -75,10 +83,10 @@ def _consume(endpoints: str, topic: str, group: str, expect: int, **options: Any
     return run.check()
 
 
-def _round_trip(endpoints: str, topic: str, group: str) -> None:
+def _round_trip(grpc_client: str, endpoints: str, topic: str, group: str) -> None:
     """Send five messages with tag, keys and a property; a simple consumer gets each once."""
     produced = run_driver(
-        PYTHON5,
+        grpc_client,
         "produce",
         endpoints=endpoints,
         topic=topic,
@@ -89,7 +97,7 @@ def _round_trip(endpoints: str, topic: str, group: str) -> None:
     produced.check()
     sent = produced.sent()
     assert [e["status"] for e in sent] == ["SEND_OK"] * 5
-    consumed = _consume(endpoints, topic, group, 5, tags="TagA")
+    consumed = _consume(endpoints, topic, group, 5, grpc_client, tags="TagA")
     got = consumed.received()
     assert sorted(e["msgId"] for e in got) == sorted(e["msgId"] for e in sent)
     assert {e["bodyMd5"] for e in got} == {e["bodyMd5"] for e in sent}
@@ -101,46 +109,58 @@ def _round_trip(endpoints: str, topic: str, group: str) -> None:
 
 
 def test_send_and_simple_consume_through_mqproxy(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
     topic, group = _topic_and_group(client, pop_target)
-    _round_trip(front, topic, group)
+    _round_trip(grpc_client, front, topic, group)
 
 
 def test_send_and_simple_consume_through_the_brokers_own_front(
-    local_front: tuple[ClusterTarget, str], client: SyncRemotingClient
+    grpc_client: str, local_front: tuple[ClusterTarget, str], client: SyncRemotingClient
 ) -> None:
     target, endpoints = local_front
     topic, group = _topic_and_group(client, target)
-    _round_trip(endpoints, topic, group)
+    _round_trip(grpc_client, endpoints, topic, group)
+
+
+def test_an_empty_receive_ends_within_the_clients_deadline(
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+) -> None:
+    """Nothing to receive: the long poll ends empty (MESSAGE_NOT_FOUND) before the client gives
+    up on the call, whether or not the request names its long-polling time (Go's does not: it
+    puts its await time in its settings)."""
+    topic, group = _topic_and_group(client, pop_target)
+    consumed = _consume(front, topic, group, 0, grpc_client, linger=0.1, timeout_s=30)
+    (polled,) = consumed.of("polled")
+    assert polled["count"] == 0 and polled["seconds"] < 8, polled
 
 
 def test_a_4x_producers_messages_reach_a_5x_consumer(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
     topic, group = _topic_and_group(client, pop_target)
     bodies = [b"from-4x-%d" % n for n in range(3)]
     for n, body in enumerate(bodies):
         reply = client.invoke(pop_target.broker_addr, send_request(topic, body, queue_id=n % 2), 10)
         assert reply.code == ResponseCode.SUCCESS, reply
-    consumed = _consume(front, topic, group, 3)
+    consumed = _consume(front, topic, group, 3, grpc_client)
     assert sorted(e["bodyMd5"] for e in consumed.received()) == sorted(
         hashlib.md5(body).hexdigest() for body in bodies
     )
 
 
-def test_the_route_of_an_unknown_topic_is_topic_not_found(front: str) -> None:
-    routed = run_driver(PYTHON5, "route", endpoints=front, topic=unique("NoSuchTopic"))
+def test_the_route_of_an_unknown_topic_is_topic_not_found(grpc_client: str, front: str) -> None:
+    routed = run_driver(grpc_client, "route", endpoints=front, topic=unique("NoSuchTopic"))
     events = [e for e in routed.events if e.get("event") in ("route", "error")]
     assert events, routed.events
     assert events[-1].get("codeName") == "TOPIC_NOT_FOUND", events
 
 
 def test_the_route_names_the_front_as_every_brokers_endpoint(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
     topic, _ = _topic_and_group(client, pop_target)
-    routed = run_driver(PYTHON5, "route", endpoints=front, topic=topic)
+    routed = run_driver(grpc_client, "route", endpoints=front, topic=topic)
     routed.check()
     (route,) = [e for e in routed.events if e.get("event") == "route"]
     assert route["codeName"] == "OK"
@@ -150,11 +170,11 @@ def test_the_route_names_the_front_as_every_brokers_endpoint(
 
 
 def test_committed_transactions_are_delivered_and_rolled_back_ones_are_not(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
     topic, group = _topic_and_group(client, pop_target, "TRANSACTION")
     committed = run_driver(
-        PYTHON5,
+        grpc_client,
         "transact",
         endpoints=front,
         topic=topic,
@@ -164,7 +184,7 @@ def test_committed_transactions_are_delivered_and_rolled_back_ones_are_not(
     )
     committed.check()
     rolled_back = run_driver(
-        PYTHON5,
+        grpc_client,
         "transact",
         endpoints=front,
         topic=topic,
@@ -173,22 +193,22 @@ def test_committed_transactions_are_delivered_and_rolled_back_ones_are_not(
         body_prefix="rollback-",
     )
     rolled_back.check()
-    consumed = _consume(front, topic, group, 2, linger=3)
+    consumed = _consume(front, topic, group, 2, grpc_client, linger=3)
     got = consumed.received()
     assert sorted(e["msgId"] for e in got) == sorted(e["msgId"] for e in committed.sent())
     assert {e["messageType"] for e in got} == {"TRANSACTION"}
 
 
 def test_a_push_consumer_gets_every_message_and_a_failed_one_again(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
     """The listener fails the first delivery of one message: the client asks for it again
     later (ChangeInvisibleDuration, its backoff), and it comes back as a second attempt."""
     topic, group = _topic_and_group(client, pop_target)
-    produced = run_driver(PYTHON5, "produce", endpoints=front, topic=topic, count=3)
+    produced = run_driver(grpc_client, "produce", endpoints=front, topic=topic, count=3)
     produced.check()
     consumed = run_driver(
-        PYTHON5,
+        grpc_client,
         "push-consume",
         endpoints=front,
         topic=topic,
@@ -208,15 +228,15 @@ def test_a_push_consumer_gets_every_message_and_a_failed_one_again(
 
 
 def test_a_delayed_message_arrives_after_its_time(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
     topic, group = _topic_and_group(client, pop_target, "DELAY")
     produced = run_driver(
-        PYTHON5, "produce", endpoints=front, topic=topic, count=1, deliver_after_ms=3000
+        grpc_client, "produce", endpoints=front, topic=topic, count=1, deliver_after_ms=3000
     )
     produced.check()
     (sent,) = produced.sent()
-    consumed = _consume(front, topic, group, 1)
+    consumed = _consume(front, topic, group, 1, grpc_client)
     (got,) = consumed.received()
     assert got["msgId"] == sent["msgId"] and got["messageType"] == "DELAY"
     assert got["deliveryTimestamp"] == sent["deliveryTimestamp"]

@@ -52,14 +52,17 @@ def test_pypi_unreachable(
     assert not (cache.stamps / step).exists()
 
 
+@pytest.mark.parametrize("step", ["go", "go5"])
 def test_go_module_proxy_unreachable(
-    dead_registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    step: str, dead_registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("GOPROXY", dead_registry)
     monkeypatch.setenv("GOMODCACHE", str(tmp_path / "gomod"))
     monkeypatch.setenv("GOFLAGS", "-mod=mod")
-    message = run_step(install.install_go, BenchCache(tmp_path / "cache"))
+    cache = BenchCache(tmp_path / "cache")
+    message = run_step(install.STEPS[step], cache)
     assert "the Go module proxy" in message
+    assert not (cache.stamps / step).exists()
 
 
 def test_maven_central_unreachable(
