@@ -18,6 +18,10 @@ from dataclasses import dataclass
 
 from sidewinder.protocol.command import RemotingCommand
 
+# RocketMQ's ACL 1.0 permissions (Permission.DENY, ANY, PUB, SUB), bits of an account's grant.
+DENY, ANY, PUB, SUB = 1, 2, 4, 8
+RETRY_PREFIX = "%RETRY%"  # a group's resource is its retry topic
+
 ACCESS_KEY = "AccessKey"
 SECRET_KEY = "SecretKey"
 SIGNATURE = "Signature"

@@ -16,8 +16,9 @@ import hmac
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from sidewinder.protocol.acl import sign_request
+from sidewinder.protocol.acl import ANY, PUB, RETRY_PREFIX, SUB, sign_request
 from sidewinder.protocol.command import RemotingCommand
 
 AUTHORIZATION = "authorization"
@@ -37,6 +38,10 @@ class Account:
 
 class Unauthorized(Exception):
     """The call's credentials do not hold; the message says why (v2 UNAUTHORIZED)."""
+
+
+class Forbidden(Exception):
+    """The account may not do what the call asks; the message says why (v2 FORBIDDEN)."""
 
 
 def signature(secret_key: str, date_time: str) -> str:
@@ -67,3 +72,43 @@ def sign_as_caller(address: str, request: RemotingCommand) -> None:
     account = CALL_ACCOUNT.get()
     if account is not None:
         sign_request(request, account.access_key, account.secret_key)
+
+
+# What a v2 request touches and the permission each needs (RocketMQ's PlainAccessResource.parse
+# of a gRPC message): topics by name, groups by their retry topic.
+Needed = list[tuple[str, int]]
+
+
+def _group(name: str) -> str:
+    return RETRY_PREFIX + name
+
+
+def needed_for(rpc: str, request: Any) -> Needed:
+    """The resources a call of `rpc` with `request` needs, in RocketMQ's order."""
+    if rpc == "SendMessage":
+        return [(m.topic.name, PUB) for m in request.messages]
+    if rpc in ("EndTransaction", "RecallMessage"):
+        return [(request.topic.name, PUB)]
+    if rpc == "ReceiveMessage":
+        return [(request.message_queue.topic.name, SUB), (_group(request.group.name), SUB)]
+    if rpc in ("AckMessage", "ChangeInvisibleDuration", "ForwardMessageToDeadLetterQueue"):
+        return [(request.topic.name, SUB), (_group(request.group.name), SUB)]
+    if rpc == "QueryAssignment":
+        return [(request.topic.name, SUB), (_group(request.group.name), SUB)]
+    if rpc == "QueryRoute":
+        return [(request.topic.name, ANY)]
+    if rpc in ("Heartbeat", "NotifyClientTermination"):
+        return [(_group(request.group.name), SUB)] if request.HasField("group") else []
+    return []
+
+
+def needed_for_settings(settings: Any) -> Needed:
+    """A client's settings over Telemetry: PUB on what it publishes, SUB on its group and
+    what it subscribes to."""
+    if settings.HasField("publishing"):
+        return [(t.name, PUB) for t in settings.publishing.topics]
+    if settings.HasField("subscription"):
+        subscription = settings.subscription
+        needed: Needed = [(_group(subscription.group.name), SUB)]
+        return needed + [(e.topic.name, SUB) for e in subscription.subscriptions]
+    return []

@@ -17,7 +17,16 @@ import structlog
 from google.protobuf import message_factory
 
 from sidewinder.proxy import grpc_protocol as v2
-from sidewinder.proxy.auth import CALL_ACCOUNT, Unauthorized, authenticate
+from sidewinder.proxy.auth import (
+    CALL_ACCOUNT,
+    Account,
+    Forbidden,
+    Needed,
+    Unauthorized,
+    authenticate,
+    needed_for,
+    needed_for_settings,
+)
 from sidewinder.proxy.clients import GrpcClient
 from sidewinder.proxy.messaging import Caller, MessagingActivity, status
 from sidewinder.proxy.port_mux import PortMux
@@ -48,6 +57,15 @@ def caller_of(context: Any) -> Caller:
         namespace=str(metadata.get(NAMESPACE, "")),
         remaining_ms=None if remaining is None else int(remaining * 1000),
     )
+
+
+def peer_host(peer: str) -> str:
+    """The address of a gRPC peer string ("ipv4:10.0.0.7:5123", "ipv6:[::1]:5123")."""
+    address = peer.split(":", 1)[1] if ":" in peer else peer
+    host = (
+        address.rsplit(":", 1)[0] if address.count(":") and not address.endswith("]") else address
+    )
+    return host.strip("[]")
 
 
 def _metadata(context: Any) -> dict[str, str]:
@@ -171,33 +189,45 @@ class GrpcFront:
                 continue  # answered UNIMPLEMENTED, as RocketMQ's proxy answers PullMessage
             if method.server_streaming:
                 handlers[method.name] = grpc.unary_stream_rpc_method_handler(
-                    self._streaming(impl, response_class), **codec
+                    self._streaming(method.name, impl, response_class), **codec
                 )
             else:
                 handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                    self._unary(impl, response_class), **codec
+                    self._unary(method.name, impl, response_class), **codec
                 )
         return grpc.method_handlers_generic_handler(v2.SERVICE_NAME, handlers)
 
-    def _authenticated(self, context: Any) -> str | None:
-        """Set the call's account when ACL is on; why not, when its credentials fail."""
+    def _admitted(self, context: Any, needed: Needed) -> tuple[str, str] | None:
+        """With ACL on: set the call's account, or say why not (a v2 code and a message):
+        credentials that fail, or an account without the permissions `needed`."""
         secret_of = self.activity.secret_of
         if secret_of is None:
             return None
         try:
-            CALL_ACCOUNT.set(authenticate(_metadata(context), secret_of))
+            account = authenticate(_metadata(context), secret_of)
         except Unauthorized as exc:
-            return str(exc)
+            return "UNAUTHORIZED", str(exc)
+        CALL_ACCOUNT.set(account)
+        return self._permitted(account, needed, context)
+
+    def _permitted(self, account: Account, needed: Needed, context: Any) -> tuple[str, str] | None:
+        permit = self.activity.permit
+        if permit is None or not needed:
+            return None
+        try:
+            permit(account.access_key, needed, peer_host(context.peer()))
+        except Forbidden as exc:
+            return "FORBIDDEN", str(exc)
         return None
 
-    def _unary(self, impl: Callable[..., Any], response_class: Any) -> Callable[..., Any]:
+    def _unary(self, rpc: str, impl: Callable[..., Any], response_class: Any) -> Callable[..., Any]:
         async def handle(request: Any, context: Any) -> Any:
             caller = caller_of(context)
             if not caller.client_id:
                 return _no_client_id(response_class)
-            refused = self._authenticated(context)
+            refused = self._admitted(context, needed_for(rpc, request))
             if refused is not None:
-                return response_class(status=status("UNAUTHORIZED", refused))
+                return response_class(status=status(*refused))
             try:
                 return await impl(request, caller)
             except Exception as exc:  # our bug: the client gets a status, not a reset stream
@@ -206,15 +236,17 @@ class GrpcFront:
 
         return handle
 
-    def _streaming(self, impl: Callable[..., Any], response_class: Any) -> Callable[..., Any]:
+    def _streaming(
+        self, rpc: str, impl: Callable[..., Any], response_class: Any
+    ) -> Callable[..., Any]:
         async def handle(request: Any, context: Any) -> AsyncIterator[Any]:
             caller = caller_of(context)
             if not caller.client_id:
                 yield _no_client_id(response_class)
                 return
-            refused = self._authenticated(context)
+            refused = self._admitted(context, needed_for(rpc, request))
             if refused is not None:
-                yield response_class(status=status("UNAUTHORIZED", refused))
+                yield response_class(status=status(*refused))
                 return
             try:
                 async for response in impl(request, caller):
@@ -233,10 +265,11 @@ class GrpcFront:
         if not caller.client_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{CLIENT_ID} is missing")
             return
-        refused = self._authenticated(context)
+        refused = self._admitted(context, [])
         if refused is not None:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED, refused)
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, refused[1])
             return
+        account = CALL_ACCOUNT.get()
         outbox: asyncio.Queue[Any] = asyncio.Queue()
         attached: list[GrpcClient] = []
 
@@ -244,6 +277,12 @@ class GrpcFront:
             try:
                 async for command in commands:
                     if command.HasField("settings"):
+                        if account is not None:
+                            needed = needed_for_settings(command.settings)
+                            refused = self._permitted(account, needed, context)
+                            if refused is not None:
+                                outbox.put_nowait(v2.TelemetryCommand(status=status(*refused)))
+                                continue
                         client = await self.activity.settings_arrived(command.settings, caller)
                         client.telemetry = outbox
                         attached.append(client)

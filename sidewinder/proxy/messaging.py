@@ -48,7 +48,7 @@ from sidewinder.protocol.recall import RecallHandle, RecallHandleError, RecallMe
 from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.protocol.subscription import Subscription
 from sidewinder.proxy import grpc_protocol as v2
-from sidewinder.proxy.auth import sign_as_caller
+from sidewinder.proxy.auth import Needed, sign_as_caller
 from sidewinder.proxy.clients import ClientRegistry, GrpcClient
 from sidewinder.proxy.convert import (
     BadMessage,
@@ -166,12 +166,15 @@ class MessagingActivity:
         namesrv_addrs: list[str],
         endpoints: tuple[str, int],
         secret_of: Callable[[str], str | None] | None = None,
+        permit: Callable[[str, Needed, str], None] | None = None,
     ) -> None:
-        """`secret_of`: an access key's secret, when ACL is on (None: no ACL)."""
+        """With ACL on: `secret_of` gives an access key's secret, and `permit(access_key,
+        needed, client address)` raises Forbidden unless the account may (None: no ACL)."""
         table = ProcessorTable()
         table.register(_CheckRelay(self), RequestCode.CHECK_TRANSACTION_STATE)
         self.remoting = RemotingClient(table, before_request=sign_as_caller)
         self.secret_of = secret_of
+        self.permit = permit
         self.routes = RouteCache(self.remoting, namesrv_addrs)
         self.clients = ClientRegistry(self.remoting, self.routes)
         self.endpoints = endpoints

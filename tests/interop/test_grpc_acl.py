@@ -16,6 +16,7 @@ from interop.target import create_target
 from sidewinder.protocol.acl import sign_request
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.remoting.client import SyncRemotingClient
+from tests.helpers import send_request
 from tests.interop.pop_requests import create_group_request, create_topic_request
 
 USER, USER_SECRET = "GrpcUser", "GrpcSecret1"
@@ -28,7 +29,7 @@ PLAIN_ACL = {
             "admin": False,
             "defaultTopicPerm": "DENY",
             "defaultGroupPerm": "SUB",
-            "topicPerms": ["GrpcOpen=PUB|SUB", "GrpcClosed=SUB"],
+            "topicPerms": ["GrpcOpen=PUB|SUB", "GrpcClosed=SUB", "GrpcPubOnly=PUB"],
         },
         {"accessKey": ADMIN, "secretKey": ADMIN_SECRET, "admin": True},
     ],
@@ -49,7 +50,9 @@ def acl_front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         for request in (
             create_topic_request("GrpcOpen", 1),
             create_topic_request("GrpcClosed", 1),
+            create_topic_request("GrpcPubOnly", 1),
             create_group_request("GrpcAclGroup"),
+            send_request("GrpcPubOnly", b"secret"),
         ):
             sign_request(request, ADMIN, ADMIN_SECRET)
             assert client.invoke(target.broker_addr, request, 10).code == ResponseCode.SUCCESS
@@ -104,4 +107,26 @@ def test_calls_whose_credentials_fail_are_unauthorized(
 def test_an_account_without_pub_is_forbidden_to_send(acl_front: str) -> None:
     keys = {"access_key": USER, "secret_key": USER_SECRET}
     errors = [e for e in _produce(acl_front, "GrpcClosed", **keys) if e.get("event") == "error"]
+    assert errors and errors[-1].get("codeName") == "FORBIDDEN", errors
+
+
+def test_an_account_without_sub_is_forbidden_to_receive(acl_front: str) -> None:
+    """Checked at the front, as RocketMQ's proxy checks it: the broker's ACL 1.0 has no rule
+    for POP_MESSAGE, so without the front's check the message would be handed out. (The
+    account may publish there, so it may route; a topic it may do nothing with would already
+    fail the route.)"""
+    received = run_driver(
+        "python5",
+        "simple-consume",
+        endpoints=acl_front,
+        topic="GrpcPubOnly",
+        group="GrpcAclGroup",
+        expect=1,
+        await_duration=5,
+        timeout_s=30,
+        access_key=USER,
+        secret_key=USER_SECRET,
+    )
+    assert not received.received(), received.events
+    errors = [e for e in received.events if e.get("event") == "error"]
     assert errors and errors[-1].get("codeName") == "FORBIDDEN", errors

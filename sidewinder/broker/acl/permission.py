@@ -11,11 +11,12 @@ them, so one map holds topics and groups alike.
 from __future__ import annotations
 
 from sidewinder.broker.acl.errors import AclConfigError
+from sidewinder.protocol.acl import ANY as ANY
+from sidewinder.protocol.acl import DENY as DENY
+from sidewinder.protocol.acl import PUB as PUB
+from sidewinder.protocol.acl import RETRY_PREFIX as RETRY_PREFIX
+from sidewinder.protocol.acl import SUB as SUB
 from sidewinder.protocol.codes import RequestCode
-
-DENY, ANY, PUB, SUB = 1, 2, 4, 8
-
-RETRY_PREFIX = "%RETRY%"
 
 # Permission.ADMIN_CODE: only an admin account may send these.
 ADMIN_CODES = frozenset(

@@ -86,6 +86,19 @@ class AclValidator:
             return  # message traces are always let in
         _check_perm(request.code, needed, account)
 
+    def permit(self, access_key: str, needed: list[tuple[str, int]], address: str) -> None:
+        """The checks after the signature, for a caller already authenticated elsewhere (a
+        gRPC client at the broker's front): white lists for its address, then `needed`."""
+        snapshot = self.snapshot
+        if any(white(address) for white in snapshot.global_white):
+            return
+        account = snapshot.accounts.get(access_key)
+        if account is None:
+            raise AclDenied(f"No acl config for {access_key}", where.VALIDATE_UNKNOWN_KEY)
+        if account.white(address):
+            return
+        _check_perm(0, needed, account)
+
     # -- reload ---------------------------------------------------------------------------------
     async def watch(self, interval_s: float = WATCH_INTERVAL_S) -> None:
         """Reload when a file changes, appears or goes (stat and read off the loop)."""
