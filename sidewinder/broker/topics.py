@@ -13,14 +13,17 @@ from sidewinder.broker.attributes import MESSAGE_TYPE
 from sidewinder.broker.config import PERM_INHERIT, PERM_READ, PERM_WRITE, BrokerConfig
 from sidewinder.broker.metadata import DataVersion, JsonTable
 from sidewinder.protocol.message import reply_topic
+from sidewinder.protocol.topics import AUTO_CREATE_TOPIC_KEY as AUTO_CREATE_TOPIC_KEY
+from sidewinder.protocol.topics import FIXED_SYSTEM_TOPICS as FIXED_SYSTEM_TOPICS
+from sidewinder.protocol.topics import OFFSET_MOVED_EVENT as OFFSET_MOVED_EVENT
+from sidewinder.protocol.topics import SCHEDULE_TOPIC as SCHEDULE_TOPIC
+from sidewinder.protocol.topics import SELF_TEST_TOPIC as SELF_TEST_TOPIC
+from sidewinder.protocol.topics import SYSTEM_TOPIC_PREFIX as SYSTEM_TOPIC_PREFIX
+from sidewinder.protocol.topics import TRANS_CHECK_MAX_TIME_TOPIC as TRANS_CHECK_MAX_TIME_TOPIC
+from sidewinder.protocol.topics import TRANS_HALF_TOPIC as TRANS_HALF_TOPIC
+from sidewinder.protocol.topics import TRANS_OP_HALF_TOPIC as TRANS_OP_HALF_TOPIC
+from sidewinder.protocol.topics import is_fixed_system_topic
 
-AUTO_CREATE_TOPIC_KEY = "TBW102"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 # RocketMQ 5's timer messages wait here (TimerMessageStore.TIMER_TOPIC), when timerWheelEnable.
 TIMER_TOPIC = "rmq_sys_wheel_timer"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
@@ -41,28 +44,10 @@ def topic_name_problem(topic: str) -> str:
     return ""
 
 
-FIXED_SYSTEM_TOPICS = frozenset(
-    {
-        AUTO_CREATE_TOPIC_KEY,
-        SCHEDULE_TOPIC,
-        SELF_TEST_TOPIC,
-        OFFSET_MOVED_EVENT,
-        TRANS_HALF_TOPIC,
-        TRANS_OP_HALF_TOPIC,
-        TRANS_CHECK_MAX_TIME_TOPIC,
-        "RMQ_SYS_TRACE_TOPIC",
-        "BenchmarkTest",
-    }
-)
-
-
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
-
-
 def is_system_topic(topic: str, config: BrokerConfig | None = None) -> bool:
     """TopicValidator.isSystemTopic: a fixed system topic or rmq_sys_*; given a broker's
     `config`, also the ones its TopicConfigManager adds to the set (`system_topics`)."""
-    if topic in FIXED_SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX):
+    if is_fixed_system_topic(topic):
         return True
     return config is not None and topic in _config_system_topics(config)
 

@@ -12,6 +12,7 @@ from typing import Any
 from sidewinder.client.pulling import ReceivedMessage
 from sidewinder.protocol.message import MessageConst
 from sidewinder.protocol.pop import PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK
+from sidewinder.protocol.topics import SYSTEM_GROUP_PREFIX, is_fixed_system_topic
 from sidewinder.proxy import grpc_protocol as v2
 
 MAX_BODY_BYTES = 4 << 20  # the proxy's default maxMessageSize for gRPC sends
@@ -48,6 +49,8 @@ def check_topic(name: str) -> None:
         raise BadMessage("ILLEGAL_TOPIC", f"topic name is longer than {TOPIC_MAX_LENGTH}")
     if not _NAME.match(name):
         raise BadMessage("ILLEGAL_TOPIC", f"topic name {name!r} has illegal characters")
+    if is_fixed_system_topic(name):
+        raise BadMessage("ILLEGAL_TOPIC", f"cannot access system topic {name}")
 
 
 def check_group(name: str) -> None:
@@ -62,6 +65,8 @@ def check_group(name: str) -> None:
         raise BadMessage(
             "ILLEGAL_CONSUMER_GROUP", f"consumer group {name!r} has illegal characters"
         )
+    if name.startswith(SYSTEM_GROUP_PREFIX):
+        raise BadMessage("ILLEGAL_CONSUMER_GROUP", f"cannot use system consumer group {name}")
 
 
 class BadMessage(ValueError):
