@@ -6,7 +6,8 @@ run.check(); run.sent()
 consumer = start_driver("node", "consume", ..., expect=1000)   # runs while we produce
 consumer.wait().received()
 
-The RocketMQ 5 gRPC client (`python5`) takes the gRPC front's address instead of a name server:
+The RocketMQ 5 gRPC clients (`python5`, `java5grpc`) take the gRPC front's address instead of a
+name server:
 run_driver("python5", "produce", endpoints="127.0.0.1:8081", topic="T", count=10)
 """
 
@@ -33,6 +34,12 @@ JAVA_DRIVER_MAIN = "Driver"
 # The stock RocketMQ 5 gRPC client (PyPI rocketmq-python-client 5.1.2), through
 # interop/drivers/python5: its actions and options are its own (PROTOCOL.md, "python5").
 PYTHON5 = "python5"
+# The stock RocketMQ 5 Java gRPC client (Maven rocketmq-client-java 5.0.8), through
+# interop/drivers/java5grpc: python5's actions, options and events (PROTOCOL.md, "java5grpc").
+JAVA5GRPC = "java5grpc"
+JAVA5GRPC_MAIN = "GrpcDriver"
+# The drivers that talk to a gRPC front (`endpoints=`) instead of a name server.
+GRPC_CLIENTS = (PYTHON5, JAVA5GRPC)
 
 
 class DriverError(AssertionError):
@@ -79,7 +86,23 @@ def driver_command(
         return [str(cache.go_driver)]
     if client == PYTHON5:
         return [str(cache.py5_python), str(DRIVERS_DIR / "python5" / "driver.py")]
-    raise ValueError(f"unknown client {client!r}; one of {', '.join((*CLIENTS, JAVA5, PYTHON5))}")
+    if client == JAVA5GRPC:
+        return [
+            java_binary(),
+            "-Xms32m",
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            f"-Duser.home={workdir}",
+            # The client's log (interop/drivers/java5grpc/src/StaticLoggerBinder.java).
+            f"-Drocketmq.log.root={workdir / 'logs'}",
+            "-cp",
+            f"{cache.java5grpc_classes}:{cache.java5grpc_lib / '*'}",
+            JAVA5GRPC_MAIN,
+        ]
+    raise ValueError(
+        f"unknown client {client!r}; one of {', '.join((*CLIENTS, JAVA5, *GRPC_CLIENTS))}"
+    )
 
 
 # What each driver needs from the bench cache, and the registry its install step uses.
@@ -90,6 +113,11 @@ DRIVER_ARTIFACTS = {
     "node": (lambda c: c.node_modules / "ali-ons", "node", "the npm registry"),
     "go": (lambda c: c.go_driver, "go", "the Go module proxy"),
     PYTHON5: (lambda c: c.py5_python, "py5", "PyPI"),
+    JAVA5GRPC: (
+        lambda c: c.java5grpc_classes / f"{JAVA5GRPC_MAIN}.class",
+        "java5grpc",
+        "Maven Central",
+    ),
 }
 
 
@@ -202,10 +230,13 @@ class DriverProcess:
     ) -> None:
         if jvm_props and client not in ("java", JAVA5):
             raise ValueError(f"jvm_props are for the java driver, not {client}")
-        # The 4.x drivers find brokers through a name server; python5 talks to the gRPC front.
-        if client == PYTHON5 and (endpoints is None or namesrv is not None):
-            raise ValueError("the python5 driver takes `endpoints` (the gRPC front), no namesrv")
-        if client != PYTHON5 and (namesrv is None or endpoints is not None or group is None):
+        # The 4.x drivers find brokers through a name server; the 5.x gRPC clients talk to the
+        # gRPC front.
+        if client in GRPC_CLIENTS and (endpoints is None or namesrv is not None):
+            raise ValueError(f"the {client} driver takes `endpoints` (the gRPC front), no namesrv")
+        if client not in GRPC_CLIENTS and (
+            namesrv is None or endpoints is not None or group is None
+        ):
             raise ValueError(f"the {client} driver takes `namesrv` and `group`, no endpoints")
         self.client = client
         # A directory of our own making goes when the run is collected; a caller's stays.
