@@ -1,7 +1,8 @@
-"""RocketMQ 5's stock gRPC client (rocketmq-python-client 5.1.2, unchanged, in a subprocess)
-through our gRPC front: `mqproxy` in cluster mode in front of the real RocketMQ 5.3.2 broker and
-in front of Sidewinder's, and the front inside Sidewinder's broker (local mode). What passes in
-front of RocketMQ 5.3.2 must pass in front of ours."""
+"""RocketMQ 5's stock gRPC clients (rocketmq-python-client 5.1.2 and rocketmq-client-java 5.0.8,
+unchanged, each in a subprocess) through our gRPC front: `mqproxy` in cluster mode in front of
+the real RocketMQ 5.3.2 broker and in front of Sidewinder's, and the front inside Sidewinder's
+broker (local mode). What passes in front of RocketMQ 5.3.2 must pass in front of ours; every
+scenario runs once per client (`grpc_client`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from interop.drivers import run_driver
+from interop.drivers import GRPC_CLIENTS, run_driver
 from interop.ports import lease_port_block
 from interop.sidewinder import MqProxy
 from interop.target import ClusterTarget, create_target
@@ -19,7 +20,11 @@ from sidewinder.remoting.client import SyncRemotingClient
 from tests.helpers import send_request, unique
 from tests.interop.pop_requests import create_group_request, create_topic_request
 
-PYTHON5 = "python5"
+
+@pytest.fixture(params=GRPC_CLIENTS)
+def grpc_client(request: pytest.FixtureRequest) -> str:
+    """The stock 5.x client a scenario drives (interop/drivers/PROTOCOL.md, python5 / java5grpc)."""
+    return str(request.param)
 
 
 @pytest.fixture(scope="session")
@@ -52,10 +57,10 @@ def _topic_and_group(client: SyncRemotingClient, target: ClusterTarget) -> tuple
     return topic, group
 
 
-def _round_trip(endpoints: str, topic: str, group: str) -> None:
+def _round_trip(grpc_client: str, endpoints: str, topic: str, group: str) -> None:
     """Send five messages with tag, keys and a property; a simple consumer gets each once."""
     produced = run_driver(
-        PYTHON5,
+        grpc_client,
         "produce",
         endpoints=endpoints,
         topic=topic,
@@ -67,7 +72,7 @@ def _round_trip(endpoints: str, topic: str, group: str) -> None:
     sent = produced.sent()
     assert [e["status"] for e in sent] == ["SEND_OK"] * 5
     consumed = run_driver(
-        PYTHON5,
+        grpc_client,
         "simple-consume",
         endpoints=endpoints,
         topic=topic,
@@ -89,22 +94,22 @@ def _round_trip(endpoints: str, topic: str, group: str) -> None:
 
 
 def test_send_and_simple_consume_through_mqproxy(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
     topic, group = _topic_and_group(client, pop_target)
-    _round_trip(front, topic, group)
+    _round_trip(grpc_client, front, topic, group)
 
 
 def test_send_and_simple_consume_through_the_brokers_own_front(
-    local_front: tuple[ClusterTarget, str], client: SyncRemotingClient
+    grpc_client: str, local_front: tuple[ClusterTarget, str], client: SyncRemotingClient
 ) -> None:
     target, endpoints = local_front
     topic, group = _topic_and_group(client, target)
-    _round_trip(endpoints, topic, group)
+    _round_trip(grpc_client, endpoints, topic, group)
 
 
 def test_a_4x_producers_messages_reach_a_5x_consumer(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
     topic, group = _topic_and_group(client, pop_target)
     bodies = [b"from-4x-%d" % n for n in range(3)]
@@ -112,7 +117,7 @@ def test_a_4x_producers_messages_reach_a_5x_consumer(
         reply = client.invoke(pop_target.broker_addr, send_request(topic, body, queue_id=n % 2), 10)
         assert reply.code == ResponseCode.SUCCESS, reply
     consumed = run_driver(
-        PYTHON5,
+        grpc_client,
         "simple-consume",
         endpoints=front,
         topic=topic,
@@ -127,18 +132,18 @@ def test_a_4x_producers_messages_reach_a_5x_consumer(
     )
 
 
-def test_the_route_of_an_unknown_topic_is_topic_not_found(front: str) -> None:
-    routed = run_driver(PYTHON5, "route", endpoints=front, topic=unique("NoSuchTopic"))
+def test_the_route_of_an_unknown_topic_is_topic_not_found(grpc_client: str, front: str) -> None:
+    routed = run_driver(grpc_client, "route", endpoints=front, topic=unique("NoSuchTopic"))
     events = [e for e in routed.events if e.get("event") in ("route", "error")]
     assert events, routed.events
     assert events[-1].get("codeName") == "TOPIC_NOT_FOUND", events
 
 
 def test_the_route_names_the_front_as_every_brokers_endpoint(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
     topic, _ = _topic_and_group(client, pop_target)
-    routed = run_driver(PYTHON5, "route", endpoints=front, topic=topic)
+    routed = run_driver(grpc_client, "route", endpoints=front, topic=topic)
     routed.check()
     (route,) = [e for e in routed.events if e.get("event") == "route"]
     assert route["codeName"] == "OK"
@@ -148,11 +153,11 @@ def test_the_route_names_the_front_as_every_brokers_endpoint(
 
 
 def test_committed_transactions_are_delivered_and_rolled_back_ones_are_not(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
     topic, group = _topic_and_group(client, pop_target)
     committed = run_driver(
-        PYTHON5,
+        grpc_client,
         "transact",
         endpoints=front,
         topic=topic,
@@ -162,7 +167,7 @@ def test_committed_transactions_are_delivered_and_rolled_back_ones_are_not(
     )
     committed.check()
     rolled_back = run_driver(
-        PYTHON5,
+        grpc_client,
         "transact",
         endpoints=front,
         topic=topic,
@@ -172,7 +177,7 @@ def test_committed_transactions_are_delivered_and_rolled_back_ones_are_not(
     )
     rolled_back.check()
     consumed = run_driver(
-        PYTHON5,
+        grpc_client,
         "simple-consume",
         endpoints=front,
         topic=topic,
@@ -189,15 +194,15 @@ def test_committed_transactions_are_delivered_and_rolled_back_ones_are_not(
 
 
 def test_a_push_consumer_gets_every_message_and_a_failed_one_again(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
     """The listener fails the first delivery of one message: the client asks for it again
     later (ChangeInvisibleDuration, its backoff), and it comes back as a second attempt."""
     topic, group = _topic_and_group(client, pop_target)
-    produced = run_driver(PYTHON5, "produce", endpoints=front, topic=topic, count=3)
+    produced = run_driver(grpc_client, "produce", endpoints=front, topic=topic, count=3)
     produced.check()
     consumed = run_driver(
-        PYTHON5,
+        grpc_client,
         "push-consume",
         endpoints=front,
         topic=topic,
@@ -217,16 +222,16 @@ def test_a_push_consumer_gets_every_message_and_a_failed_one_again(
 
 
 def test_a_delayed_message_arrives_after_its_time(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
     topic, group = _topic_and_group(client, pop_target)
     produced = run_driver(
-        PYTHON5, "produce", endpoints=front, topic=topic, count=1, deliver_after_ms=3000
+        grpc_client, "produce", endpoints=front, topic=topic, count=1, deliver_after_ms=3000
     )
     produced.check()
     (sent,) = produced.sent()
     consumed = run_driver(
-        PYTHON5,
+        grpc_client,
         "simple-consume",
         endpoints=front,
         topic=topic,
