@@ -145,20 +145,23 @@ def changed_handle(reply: RemotingCommand, msg: Popped) -> str:
     ).encode()
 
 
-def create_topic_request(topic: str, queues: int = 2) -> RemotingCommand:
-    return RemotingCommand.request(
-        RequestCode.UPDATE_AND_CREATE_TOPIC,
-        {
-            "topic": topic,
-            "defaultTopic": "TBW102",
-            "readQueueNums": str(queues),
-            "writeQueueNums": str(queues),
-            "perm": "6",
-            "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": "0",
-            "order": "false",
-        },
-    )
+def create_topic_request(
+    topic: str, queues: int = 2, attributes: str | None = None
+) -> RemotingCommand:
+    """`attributes`: RocketMQ 5's topic attributes, `+message.type=TRANSACTION` say."""
+    header = {
+        "topic": topic,
+        "defaultTopic": "TBW102",
+        "readQueueNums": str(queues),
+        "writeQueueNums": str(queues),
+        "perm": "6",
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": "0",
+        "order": "false",
+    }
+    if attributes:
+        header["attributes"] = attributes
+    return RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header)
 
 
 def create_group_request(group: str, retry_max_times: int = 16) -> RemotingCommand:
