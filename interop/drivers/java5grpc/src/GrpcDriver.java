@@ -860,7 +860,7 @@ public final class GrpcDriver {
             receiptHandle = ((MessageViewImpl) m).getReceiptHandle();
             corrupted = ((MessageViewImpl) m).isCorrupted();
         }
-        Wire w = receiptHandle == null ? null : WIRE.get(receiptHandle);
+        Wire w = receiptHandle == null ? null : WIRE.remove(receiptHandle); // a handle comes once
         Json j = ev("received").put("topic", m.getTopic());
         if (w != null) {
             j.put("queueId", w.queueId).put("queueOffset", w.queueOffset);
