@@ -18,6 +18,8 @@ CPP_CLIENT_PACKAGE = "rocketmq==0.4.4"
 # The stock RocketMQ 5 Python client (gRPC). Its generated protos register the same descriptor
 # names as our own server stubs, so it gets a virtualenv of its own, like the C++ one.
 PY5_CLIENT_PACKAGE = "rocketmq-python-client==5.1.2"
+# The stock RocketMQ 5 Java client (gRPC): one shaded jar with everything it needs inside.
+JAVA5GRPC_CLIENT_ARTIFACT = "org.apache.rocketmq:rocketmq-client-java:5.0.8"
 
 CACHE_ENV = "SIDEWINDER_INTEROP_CACHE"
 
@@ -60,6 +62,19 @@ class BenchCache:
     @property
     def py5_python(self) -> Path:
         return self.py5_venv / "bin" / "python"
+
+    @property
+    def java5grpc_dir(self) -> Path:
+        """The 5.x Java gRPC client's jar (`lib/`) and our driver built against it (`classes/`)."""
+        return self.root / "java5grpc"
+
+    @property
+    def java5grpc_lib(self) -> Path:
+        return self.java5grpc_dir / "lib"
+
+    @property
+    def java5grpc_classes(self) -> Path:
+        return self.java5grpc_dir / "classes"
 
     @property
     def node_dir(self) -> Path:

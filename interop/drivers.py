@@ -6,9 +6,9 @@ run.check(); run.sent()
 consumer = start_driver("node", "consume", ..., expect=1000)   # runs while we produce
 consumer.wait().received()
 
-The RocketMQ 5 gRPC client (`python5`) takes the gRPC front's address instead of a name server:
+The RocketMQ 5 gRPC clients (`python5`, `go5`, `java5grpc`) take the gRPC front's address instead
+of a name server, with the same actions and options:
 run_driver("python5", "produce", endpoints="127.0.0.1:8081", topic="T", count=10)
-and so does the Go one (`go5`), with the same actions and options.
 """
 
 from __future__ import annotations
@@ -37,8 +37,12 @@ PYTHON5 = "python5"
 # The stock RocketMQ 5 gRPC client for Go (rocketmq-clients/golang/v5 v5.1.4), through
 # interop/drivers/go5: python5's actions, options and events (PROTOCOL.md, "go5").
 GO5 = "go5"
+# The stock RocketMQ 5 Java gRPC client (Maven rocketmq-client-java 5.0.8), through
+# interop/drivers/java5grpc: python5's actions, options and events (PROTOCOL.md, "java5grpc").
+JAVA5GRPC = "java5grpc"
+JAVA5GRPC_MAIN = "GrpcDriver"
 # The drivers that take the gRPC front's address (`endpoints`) instead of a name server.
-GRPC_CLIENTS = (PYTHON5, GO5)
+GRPC_CLIENTS = (PYTHON5, GO5, JAVA5GRPC)
 
 
 class DriverError(AssertionError):
@@ -87,6 +91,20 @@ def driver_command(
         return [str(cache.py5_python), str(DRIVERS_DIR / "python5" / "driver.py")]
     if client == GO5:
         return [str(cache.go5_driver)]
+    if client == JAVA5GRPC:
+        return [
+            java_binary(),
+            "-Xms32m",
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            f"-Duser.home={workdir}",
+            # The client's log (interop/drivers/java5grpc/src/StaticLoggerBinder.java).
+            f"-Drocketmq.log.root={workdir / 'logs'}",
+            "-cp",
+            f"{cache.java5grpc_classes}:{cache.java5grpc_lib / '*'}",
+            JAVA5GRPC_MAIN,
+        ]
     raise ValueError(
         f"unknown client {client!r}; one of {', '.join((*CLIENTS, JAVA5, *GRPC_CLIENTS))}"
     )
@@ -101,6 +119,11 @@ DRIVER_ARTIFACTS = {
     "go": (lambda c: c.go_driver, "go", "the Go module proxy"),
     PYTHON5: (lambda c: c.py5_python, "py5", "PyPI"),
     GO5: (lambda c: c.go5_driver, "go5", "the Go module proxy"),
+    JAVA5GRPC: (
+        lambda c: c.java5grpc_classes / f"{JAVA5GRPC_MAIN}.class",
+        "java5grpc",
+        "Maven Central",
+    ),
 }
 
 
@@ -213,8 +236,8 @@ class DriverProcess:
     ) -> None:
         if jvm_props and client not in ("java", JAVA5):
             raise ValueError(f"jvm_props are for the java driver, not {client}")
-        # The 4.x drivers find brokers through a name server; python5 and go5 talk to the gRPC
-        # front.
+        # The 4.x drivers find brokers through a name server; the 5.x gRPC clients talk to the
+        # gRPC front.
         if client in GRPC_CLIENTS and (endpoints is None or namesrv is not None):
             raise ValueError(f"the {client} driver takes `endpoints` (the gRPC front), no namesrv")
         if client not in GRPC_CLIENTS and (

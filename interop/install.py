@@ -6,9 +6,10 @@
 
 Steps: `maven` (RocketMQ's published jars, one classpath per role), `java` (our Java driver,
 compiled against the 4.9.8 client), `cpp` (PyPI `rocketmq` 0.4.4 in its own virtualenv), `py5`
-(PyPI `rocketmq-python-client` 5.1.2, the gRPC client, in another), `node` (npm `ali-ons` from our
-lockfile), `go` (rocketmq-client-go from the Go module proxy), `go5` (the RocketMQ 5 gRPC client
-for Go, rocketmq-clients/golang/v5 v5.1.4, from the same proxy). Each step
+(PyPI `rocketmq-python-client` 5.1.2, the gRPC client, in another), `java5grpc` (Maven Central
+`rocketmq-client-java` 5.0.8, the Java gRPC client, and our driver compiled against it), `node`
+(npm `ali-ons` from our lockfile), `go` (rocketmq-client-go from the Go module proxy), `go5` (the
+RocketMQ 5 gRPC client for Go, rocketmq-clients/golang/v5 v5.1.4, from the same proxy). Each step
 records a stamp of its inputs, so a second run does no network access at all. A failed download
 names the registry that could not be reached.
 """
@@ -30,6 +31,7 @@ from interop.cache import (
     CPP_CLIENT_PACKAGE,
     DRIVERS_DIR,
     INTEROP_DIR,
+    JAVA5GRPC_CLIENT_ARTIFACT,
     PY5_CLIENT_PACKAGE,
     BenchCache,
     bench_cache,
@@ -114,16 +116,20 @@ def install_maven(cache: BenchCache) -> str:
     return f"{jars} jars in {', '.join(MAVEN_ROLES)}"
 
 
-def _copy_maven_roles(pom: Path, staged: Path) -> None:
+def _maven_settings() -> list[str]:
     # A settings file (a mirror, a proxy) for machines that reach Maven Central another way.
     settings = os.environ.get("SIDEWINDER_MAVEN_SETTINGS")
+    return ["-s", settings] if settings else []
+
+
+def _copy_maven_roles(pom: Path, staged: Path) -> None:
     for role in MAVEN_ROLES:
         _run(
             [
                 "mvn",
                 "-B",
                 "-q",
-                *(["-s", settings] if settings else []),
+                *_maven_settings(),
                 "-f",
                 str(pom),
                 "-P",
@@ -192,6 +198,53 @@ def _javac(cache: BenchCache, sources: list[Path], role: str) -> Path:
         "javac (JDK 17)",
     )
     return staged
+
+
+def install_java5grpc(cache: BenchCache) -> str:
+    # The stock RocketMQ 5 Java gRPC client, by its pinned Maven coordinates (one shaded jar, no
+    # dependencies), and interop/drivers/java5grpc compiled against it.
+    sources = sorted((DRIVERS_DIR / "java5grpc").rglob("*.java"))
+    if not sources:
+        raise InstallError("no driver sources under interop/drivers/java5grpc")
+    digest = _digest(sources, JAVA5GRPC_CLIENT_ARTIFACT)
+    if _fresh(cache, "java5grpc", digest, cache.java5grpc_classes) and cache.java5grpc_lib.exists():
+        return "up to date"
+    cache.root.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix="java5grpc-", dir=cache.root))
+    try:
+        _run(
+            [
+                "mvn",
+                "-B",
+                "-q",
+                *_maven_settings(),
+                "dependency:copy",
+                f"-Dartifact={JAVA5GRPC_CLIENT_ARTIFACT}",
+                f"-DoutputDirectory={staged / 'lib'}",
+            ],
+            "Maven Central",
+            cwd=staged,  # no pom.xml here: the artifact alone
+        )
+        _run(
+            [
+                "javac",
+                "-nowarn",
+                "-encoding",
+                "UTF-8",
+                "-d",
+                str(staged / "classes"),
+                "-cp",
+                str(staged / "lib" / "*"),
+                *map(str, sources),
+            ],
+            "javac (JDK 17)",
+        )
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    _replace_dir(staged, cache.java5grpc_dir)
+    _stamp(cache, "java5grpc", digest)
+    return f"{JAVA5GRPC_CLIENT_ARTIFACT} and {len(sources)} driver source file(s) compiled"
 
 
 def install_cpp(cache: BenchCache) -> str:
@@ -273,6 +326,7 @@ STEPS: dict[str, Callable[[BenchCache], str]] = {
     "java": install_java,
     "cpp": install_cpp,
     "py5": install_py5,
+    "java5grpc": install_java5grpc,
     "node": install_node,
     "go": install_go,
     "go5": install_go5,

@@ -65,8 +65,9 @@ def test_go_module_proxy_unreachable(
     assert not (cache.stamps / step).exists()
 
 
+@pytest.mark.parametrize("step", ["maven", "java5grpc"])
 def test_maven_central_unreachable(
-    dead_registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    step: str, dead_registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = tmp_path / "settings.xml"
     settings.write_text(
@@ -77,10 +78,11 @@ def test_maven_central_unreachable(
     )
     monkeypatch.setenv("SIDEWINDER_MAVEN_SETTINGS", str(settings))
     cache = BenchCache(tmp_path / "cache")
-    message = run_step(install.install_maven, cache)
+    message = run_step(install.STEPS[step], cache)
     assert "Maven Central" in message
-    assert not cache.maven_lib.exists()
-    assert not [p for p in cache.root.iterdir() if p.name.startswith("maven-")]
+    assert not cache.maven_lib.exists() and not cache.java5grpc_dir.exists()
+    assert not (cache.stamps / step).exists()
+    assert not [p for p in cache.root.iterdir() if p.name.startswith(f"{step}-")]
 
 
 def test_a_driver_that_was_never_installed_names_its_step(tmp_path: Path) -> None:
