@@ -32,7 +32,7 @@ from sidewinder.protocol.headers import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
 )
-from sidewinder.protocol.message import encode_properties
+from sidewinder.protocol.message import encode_properties, java_string_hash
 from sidewinder.protocol.pop import (
     POLLING_FULL,
     AckMessageRequestHeader,
@@ -75,6 +75,7 @@ MAX_INVISIBLE_MS = 12 * 3600 * 1000  # RocketMQ's maxInvisibleTimeMills
 MIN_INVISIBLE_MS = 10_000  # minInvisibleTimeMillsForRecv (renewals may be shorter)
 SEND_TIMEOUT_S = 3.0
 CALL_TIMEOUT_S = 5.0
+PULL_FLAG_SUBSCRIPTION = 0x4  # PullSysFlag: the request carries its subscription
 TOPIC_CONFIG_TTL_S = 30.0
 MESSAGE_TYPE_KEY = "message.type"  # the topic attribute
 # What a route accepts, by the topic's message type (RouteActivity.parseTopicMessageType).
@@ -403,7 +404,7 @@ class MessagingActivity:
         if not queues:
             raise ClientError(ResponseCode.NO_PERMISSION, f"topic {sent.topic} is not writable")
         if sent.message_group is not None:
-            queue = queues[_java_hash(sent.message_group) % len(queues)]
+            queue = queues[consistent_hash(java_string_hash(sent.message_group), len(queues))]
         else:
             queue = queues[next(self._turn) % len(queues)]
         addr = route.master(queue.broker_name)
@@ -552,11 +553,31 @@ class MessagingActivity:
             return []
         _check(reply)
         popped = PopMessageResponseHeader.from_ext(reply.ext_fields)
-        return [
-            m
-            for m in popped_messages(subscription.topic, broker_name, popped, reply.body_bytes)
-            if subscription.matches_tag(m.tags)
-        ]
+        wanted = []
+        for message in popped_messages(subscription.topic, broker_name, popped, reply.body_bytes):
+            if subscription.matches_tag(message.tags):
+                wanted.append(message)
+                continue
+            # The broker matched the tag's hash code, which another tag can share: acked, as
+            # RocketMQ's proxy acks what its filter finds NO_MATCH, so it never comes back.
+            await self._ack_quietly(addr, group, subscription.topic, message.receipt_handle)
+        return wanted
+
+    async def _ack_quietly(self, addr: str, group: str, topic: str, handle: str) -> None:
+        info = ExtraInfo.decode(handle)
+        header = AckMessageRequestHeader(
+            consumer_group=group,
+            topic=info.real_topic(topic, group),
+            queue_id=info.queue_id,
+            extra_info=handle,
+            offset=_offset(info),
+            broker_name=info.broker_name,
+        )
+        command = RemotingCommand.request(PopRequestCode.ACK_MESSAGE, header.to_ext())
+        try:
+            _check(await self.remoting.invoke(addr, command, CALL_TIMEOUT_S))
+        except Exception as exc:  # it comes back after its invisible time, filtered again
+            log.info("proxy.filtered_ack_failed", handle=handle, error=str(exc))
 
     async def _handle_target(self, topic: str, handle: str) -> tuple[ExtraInfo, str]:
         info = ExtraInfo.decode(handle)  # ValueError for what is not a handle
@@ -740,7 +761,10 @@ class MessagingActivity:
             )
         except Exception as exc:
             return v2.ForwardMessageToDeadLetterQueueResponse(status=refusal(exc))
-        commit_log_offset = await self._commit_log_offset_of(addr, topic, group, info)
+        try:
+            commit_log_offset = await self._commit_log_offset_of(addr, topic, group, info)
+        except Exception as exc:
+            return v2.ForwardMessageToDeadLetterQueueResponse(status=refusal(exc))
         back = ConsumerSendMsgBackRequestHeader(
             offset=commit_log_offset,
             group=group,
@@ -786,7 +810,9 @@ class MessagingActivity:
             queue_id=info.queue_id,
             queue_offset=_offset(info),
             max_msg_nums=1,
-            sys_flag=0,
+            # The subscription is this request's ("*"): the group need not subscribe to a
+            # retry topic the message may come from.
+            sys_flag=PULL_FLAG_SUBSCRIPTION,
             commit_offset=0,
             suspend_timeout_millis=0,
             subscription="*",
@@ -850,12 +876,18 @@ def _offset(info: ExtraInfo) -> int:
     return info.ck_queue_offset if info.queue_offset is None else info.queue_offset
 
 
-def _java_hash(text: str) -> int:
-    """String.hashCode, as an unsigned index base (the proxy hashes a message group)."""
-    value = 0
-    for unit in text.encode("utf-16-be").hex(" ", 2).split():
-        value = (31 * value + int(unit, 16)) & 0xFFFFFFFF
-    return value
+def consistent_hash(key: int, buckets: int) -> int:
+    """Guava's Hashing.consistentHash(long, int), which RocketMQ's proxy uses to put a message
+    group on a queue, so a group lands on the queue it would land on there."""
+    state, candidate = key & 0xFFFFFFFFFFFFFFFF, 0
+    while True:
+        state = (2862933555777941757 * state + 1) & 0xFFFFFFFFFFFFFFFF
+        top = state >> 33  # (int) (state >>> 33): 31 bits, never negative
+        following = int((candidate + 1) / ((top + 1) / float(1 << 31)))
+        if 0 <= following < buckets:
+            candidate = following
+        else:
+            return candidate
 
 
 class _CheckRelay:

@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from sidewinder.protocol.message import MessageConst
+from sidewinder.protocol.message import MessageConst, java_string_hash
 from sidewinder.proxy import grpc_protocol as v2
 from sidewinder.proxy.convert import BadMessage, message_type_of, outgoing
+from sidewinder.proxy.messaging import consistent_hash
 
 
 def v2_message(body: bytes = b"hi", **system: Any) -> Any:
@@ -74,3 +75,12 @@ def test_bad_messages_are_refused_with_the_v2_code(change: Any, code: str) -> No
 
 def test_a_body_of_exactly_4_mib_is_taken() -> None:
     assert len(outgoing(v2_message(body=b"x" * (4 << 20))).body) == 4 << 20
+
+
+def test_message_groups_land_on_the_queue_rocketmqs_proxy_picks() -> None:
+    """Guava's consistentHash of String.hashCode, as RocketMQ's proxy picks a FIFO queue;
+    the expected values are Guava 31's own (Hashing.consistentHash, run on this machine)."""
+    assert [consistent_hash(key, 8) for key in range(10)] == [0, 6, 6, 3, 1, 4, 5, 0, 4, 7]
+    assert consistent_hash(java_string_hash("order-1"), 4) == 3
+    assert consistent_hash(-123456789, 16) == 1
+    assert java_string_hash("hello") == 99162322 and java_string_hash("polygenelubricants") < 0
