@@ -181,6 +181,7 @@ class MessagingActivity:
         self.endpoints = endpoints
         self._turn = itertools.count()
         self._topic_types: dict[str, tuple[str, float]] = {}  # topic -> (type, when asked)
+        self._group_configs: dict[str, tuple[dict[str, Any], float]] = {}
         self.renewals = ReceiptRenewals(self.change_invisible)
 
     async def close(self) -> None:
@@ -241,21 +242,27 @@ class MessagingActivity:
             route = await self._route(request.topic.name)
         except Exception as exc:
             return v2.QueryAssignmentResponse(status=refusal(exc))
-        names = sorted({q.broker_name for q in route.read_queues if route.master(q.broker_name)})
-        if not names:
+        readable = [q for q in route.read_queues if route.master(q.broker_name)]
+        if not readable:
             return v2.QueryAssignmentResponse(
                 status=status("FORBIDDEN", f"no readable queue of topic {request.topic.name}")
             )
+        config = await self.group_config(request.group.name, request.topic.name)
+        if config.get("consumeMessageOrderly"):
+            # FIFO: each queue on its own, so a queue's order holds (RouteActivity).
+            targets = sorted((q.broker_name, q.queue_id) for q in readable)
+        else:
+            targets = [(name, -1) for name in sorted({q.broker_name for q in readable})]
         assignments = [
             v2.Assignment(
                 message_queue=v2.MessageQueue(
                     topic=v2.Resource(name=request.topic.name),
-                    id=-1,
+                    id=queue_id,
                     permission=v2.Permission.READ_WRITE,
                     broker=self._broker(name, request.endpoints),
                 )
             )
-            for name in names
+            for name, queue_id in targets
         ]
         return v2.QueryAssignmentResponse(status=status(), assignments=assignments)
 
@@ -265,6 +272,37 @@ class MessagingActivity:
         if addr is None:
             raise ClientError(ResponseCode.SERVICE_NOT_AVAILABLE, f"no master for {broker_name}")
         return addr
+
+    async def group_config(self, group: str, topic: str) -> dict[str, Any]:
+        """A consumer group's config from a master of `topic` (GET_SUBSCRIPTIONGROUP_CONFIG),
+        kept TOPIC_CONFIG_TTL_S; {} when no broker has it."""
+        cached = self._group_configs.get(group)
+        now = time.monotonic()
+        if cached is not None and now - cached[1] < TOPIC_CONFIG_TTL_S:
+            return cached[0]
+        try:
+            route = await self.routes.route(topic)
+        except Exception as exc:
+            log.warning("proxy.route_failed", topic=topic, error=str(exc))
+            route = None
+        for name in sorted(route.brokers) if route is not None else []:
+            addr = route.master(name) if route is not None else None
+            if addr is None:
+                continue
+            command = RemotingCommand.request(
+                RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": group}
+            )
+            try:
+                reply = await self.remoting.invoke(addr, command, CALL_TIMEOUT_S)
+            except (RemotingError, OSError) as exc:
+                log.warning("proxy.group_config_failed", broker=addr, error=str(exc))
+                continue
+            if reply.code == ResponseCode.SUCCESS:
+                value = loads(reply.body_bytes)
+                config = value if isinstance(value, dict) else {}
+                self._group_configs[group] = (config, now)
+                return config
+        return cached[0] if cached is not None else {}
 
     async def topic_message_type(self, topic: str) -> str:
         """The topic's `message.type` (NORMAL unless set; MIXED takes every type), from a
@@ -341,14 +379,23 @@ class MessagingActivity:
     async def settings_arrived(self, settings: Any, caller: Caller) -> GrpcClient:
         """A client's settings over Telemetry: it is known from now on, and the brokers of its
         topics hear of it at once (a transaction check may come soon)."""
-        merged = self.merge_settings(settings)
+        group_config: dict[str, Any] = {}
+        if settings.HasField("subscription") and settings.subscription.subscriptions:
+            subscription = settings.subscription
+            group_config = await self.group_config(
+                subscription.group.name, subscription.subscriptions[0].topic.name
+            )
+        merged = self.merge_settings(settings, group_config)
         client = self.clients.settled(caller.client_id, caller.language, caller.version, merged)
         await self.clients.heartbeat(client)
         return client
 
-    def merge_settings(self, settings: Any) -> Any:
+    def merge_settings(self, settings: Any, group_config: dict[str, Any] | None = None) -> Any:
         """The settings a client gets back (GrpcClientSettingsManager): the server's retry
-        policy and limits over what the client sent."""
+        policy and limits over what the client sent; a consumer's from its group's config
+        (GET_SUBSCRIPTIONGROUP_CONFIG): FIFO when it consumes orderly, its retry policy, its
+        retryMaxTimes + 1 attempts."""
+        group_config = group_config or {}
         merged = v2.Settings()
         merged.CopyFrom(settings)
         kind = settings.client_type
@@ -361,16 +408,10 @@ class MessagingActivity:
             merged.publishing.max_body_size = 4 << 20
             merged.publishing.validate_message_type = True
         elif kind in (v2.ClientType.PUSH_CONSUMER, v2.ClientType.SIMPLE_CONSUMER):
-            policy = merged.backoff_policy
-            policy.max_attempts = 17  # retryMaxTimes 16 + 1
-            steps = [1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800]
-            steps += [3600, 7200]
-            policy.customized_backoff.ClearField("next")
-            for seconds in steps:
-                policy.customized_backoff.next.add().FromSeconds(seconds)
+            _retry_settings(merged.backoff_policy, group_config)
             merged.subscription.receive_batch_size = 32
             merged.subscription.long_polling_timeout.FromMilliseconds(MAX_LONG_POLLING_MS)
-            merged.subscription.fifo = False
+            merged.subscription.fifo = bool(group_config.get("consumeMessageOrderly"))
         merged.metric.on = False
         return merged
 
@@ -461,6 +502,7 @@ class MessagingActivity:
         expression = request.filter_expression
         kind = "SQL92" if expression.type == v2.FilterType.SQL else "TAG"
         subscription = Subscription.of(topic, expression.expression or "*", expression_type=kind)
+        orderly = bool((await self.group_config(group, topic)).get("consumeMessageOrderly"))
         try:
             messages = await self._pop(
                 group,
@@ -469,6 +511,8 @@ class MessagingActivity:
                 min(request.batch_size, MAX_POP_BATCH),
                 invisible_ms,
                 polling_ms,
+                orderly=orderly,
+                attempt_id=request.attempt_id or None,
             )
         except Exception as exc:
             yield v2.ReceiveMessageResponse(status=refusal(exc))
@@ -524,6 +568,9 @@ class MessagingActivity:
         batch: int,
         invisible_ms: int,
         polling_ms: int,
+        *,
+        orderly: bool = False,
+        attempt_id: str | None = None,
     ) -> list[Any]:
         route = await self._route(subscription.topic)
         names = sorted({q.broker_name for q in route.read_queues})
@@ -543,6 +590,8 @@ class MessagingActivity:
             init_mode=int(ConsumeInitMode.MAX),
             exp_type=subscription.expression_type,
             exp=subscription.sub_string,
+            order=orderly,
+            attempt_id=attempt_id,
             broker_name=broker_name,
         )
         command = RemotingCommand.request(PopRequestCode.POP_MESSAGE, header.to_ext())
@@ -851,6 +900,29 @@ class TransactionId:
 def _commit_log_offset(offset_msg_id: str) -> int:
     """The CommitLog offset an offset message id ends with (its last 16 hex digits)."""
     return int(offset_msg_id[-16:], 16)
+
+
+# RocketMQ's default customized policy: 1s 5s 10s 30s 1m 2m ... 10m 20m 30m 1h 2h.
+_BACKOFF_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600)
+DEFAULT_BACKOFF_MS: tuple[int, ...] = tuple(s * 1000 for s in (*_BACKOFF_S, 7200))
+
+
+def _retry_settings(policy: Any, group_config: dict[str, Any]) -> None:
+    """A consumer's backoff policy from its group's config (GroupRetryPolicy: CUSTOMIZED, the
+    default, or EXPONENTIAL) and retryMaxTimes + 1 attempts."""
+    policy.max_attempts = int(group_config.get("retryMaxTimes", 16)) + 1
+    retry = group_config.get("groupRetryPolicy") or {}
+    if retry.get("type") == "EXPONENTIAL":
+        exponential = retry.get("exponentialRetryPolicy") or {}
+        backoff = policy.exponential_backoff
+        backoff.initial.FromMilliseconds(int(exponential.get("initial", 5_000)))
+        backoff.max.FromMilliseconds(int(exponential.get("max", 7_200_000)))
+        backoff.multiplier = float(exponential.get("multiplier", 2))
+        return
+    steps = (retry.get("customizedRetryPolicy") or {}).get("next") or DEFAULT_BACKOFF_MS
+    policy.customized_backoff.ClearField("next")
+    for step_ms in steps:
+        policy.customized_backoff.next.add().FromMilliseconds(int(step_ms))
 
 
 def _receive_problem(request: Any, group: str, invisible_ms: int) -> Any | None:

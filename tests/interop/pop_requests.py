@@ -164,19 +164,23 @@ def create_topic_request(
     return RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
 
 
-def create_group_request(group: str, retry_max_times: int = 16) -> RemotingCommand:
-    body = json.dumps(
-        {
-            "groupName": group,
-            "consumeEnable": True,
-            "consumeBroadcastEnable": True,
-            "retryQueueNums": 1,
-            "retryMaxTimes": retry_max_times,
-            "brokerId": 0,
-            "whichBrokerWhenConsumeSlowly": 1,
-            "notifyConsumerIdsChangedEnable": True,
-        }
-    )
+def create_group_request(
+    group: str, retry_max_times: int = 16, *, orderly: bool = False
+) -> RemotingCommand:
+    """`orderly`: RocketMQ 5's consumeMessageOrderly (a FIFO group for 5.x clients)."""
+    value = {
+        "groupName": group,
+        "consumeEnable": True,
+        "consumeBroadcastEnable": True,
+        "retryQueueNums": 1,
+        "retryMaxTimes": retry_max_times,
+        "brokerId": 0,
+        "whichBrokerWhenConsumeSlowly": 1,
+        "notifyConsumerIdsChangedEnable": True,
+    }
+    if orderly:
+        value["consumeMessageOrderly"] = True
+    body = json.dumps(value)
     return RemotingCommand.request(
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body=body.encode()
     )

@@ -364,3 +364,34 @@ def test_a_tag_filter_gets_only_its_tags(
         produced.check()
     consumed = _consume(front, topic, group, 2, tags="TagB", linger=2)
     assert [e["tags"] for e in consumed.received()] == ["TagB", "TagB"]
+
+
+def test_a_fifo_group_gets_a_message_groups_messages_in_order(
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+) -> None:
+    """A FIFO topic and a group that consumes orderly: the settings say FIFO, the assignment
+    names each queue, and a push consumer gets one message group's messages in send order."""
+    topic, group = unique("GrpcFifo"), unique("GrpcFifoGroup")
+    for request in (
+        create_topic_request(topic, 2, "FIFO"),
+        create_group_request(group, orderly=True),
+    ):
+        assert client.invoke(pop_target.broker_addr, request, 10).code == ResponseCode.SUCCESS
+    produced = run_driver(
+        grpc_client, "produce", endpoints=front, topic=topic, count=6, message_group="order-7"
+    )
+    produced.check()
+    consumed = run_driver(
+        grpc_client,
+        "push-consume",
+        endpoints=front,
+        topic=topic,
+        group=group,
+        expect=6,
+        timeout_s=90,
+    )
+    consumed.check()
+    got = [e for e in consumed.received() if e["action"] == "ok"]
+    assert [e["msgId"] for e in got] == [e["msgId"] for e in produced.sent()]
+    assert {e["messageGroup"] for e in got} == {"order-7"}
+    assert {e["messageType"] for e in got} == {"FIFO"}
