@@ -142,7 +142,7 @@ def test_offline_group_resets_through_the_fallback(target: ClusterTarget) -> Non
     topic, group = unique("OfflineTopic"), unique("OfflineGroup")
     create_topic(ns, topic, queues=2)
     produce(target, "java", topic, 4, group=unique("PG"))
-    consume(target, "java", topic, 4, group=group, linger=6)
+    consume(target, "java", topic, 4, group=group)
     # No commit of the departed consumer may land after the resets below. What it committed
     # does not matter to them (the figures checked are the queues' ends), but a queue with no
     # commit at all makes RocketMQ refuse the reset ("consumer group not exist"), and a loaded
@@ -172,7 +172,7 @@ def test_calls_to_a_client_that_is_not_there(target: ClusterTarget) -> None:
     topic, group = unique("NobodyTopic"), unique("NobodyGroup")
     create_topic(ns, topic, queues=1)
     produce(target, "java", topic, 2, group=unique("PG"))
-    consume(target, "java", topic, 2, group=group, linger=6)
+    consume(target, "java", topic, 2, group=group)
     consumer = start_consumer(target, "java", topic, 3, group=group)
     try:
         out = mqadmin(ns, "consumerStatus", "-g", group, "-i", "1.2.3.4@nobody", check=False)

@@ -20,8 +20,9 @@ pytestmark = pytest.mark.interop
 SETTLE_S = {"node": 5.0}
 # Past two of the stock clients' periodic offset commits (persistConsumerOffsetInterval, 5 s):
 # with one (6 s) the Go client against RocketMQ itself once restarted from older offsets. The
-# node driver commits every 1 s (interop/drivers/node/driver.js).
-OFFSETS_PERSISTED_S = {"node": 3.0}
+# node driver commits every 1 s (interop/drivers/node/driver.js), the Java driver synchronously
+# before it leaves (interop/drivers/java).
+OFFSETS_PERSISTED_S = {"java": 1.0, "node": 3.0}
 DEFAULT_OFFSETS_PERSISTED_S = 11.0
 
 

@@ -119,7 +119,7 @@ def ours_until(
 
 def _offline_group(target: ClusterTarget, topic: str) -> str:
     group = unique("OurOffGrp")
-    consume(target, "java", topic, 4, group=group, linger=6)
+    consume(target, "java", topic, 4, group=group)
     # Both groups must be in the same state, two consumed of each queue. Under load the Java
     # consumer has lost every commit of one queue (on RocketMQ): what it left out is committed
     # here as it would have, once no commit of its can still be on its way.
