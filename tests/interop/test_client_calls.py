@@ -44,7 +44,7 @@ def until_ok(run: Callable[[], MQAdminResult], seconds: float = 30) -> MQAdminRe
         except MQAdminError:
             if time.monotonic() > deadline:
                 raise
-            time.sleep(2)
+            time.sleep(1)
 
 
 async def consumer_status(
@@ -98,8 +98,9 @@ def test_java_consumer_online(target: ClusterTarget) -> None:
         detail = mqadmin(ns, "consumerStatus", "-g", group, "-i", client_id).stdout
         assert_running_info(detail, topic)
 
-        # The client commits every 5 s what it knows then: a first commit may name only the
-        # %RETRY% queue, the topic's two come with the next.
+        # The Java driver's consumer commits every second what it knows then (the client's own
+        # periodic commit): a first commit may name only the %RETRY% queue, the topic's two
+        # come with a later one.
         deadline = time.monotonic() + 30
         while True:
             progress = until_ok(

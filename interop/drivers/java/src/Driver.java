@@ -31,6 +31,8 @@ import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -1207,13 +1209,34 @@ public final class Driver {
             });
         }
         c.start();
+        ScheduledExecutorService commits = commitEverySecond(c);
         emit(ev("ready"));
         lingerAfterReached(linger);
         phase = "committing offsets";
+        commits.shutdownNow();
         commitConsumed(c);
         phase = "shutting down consumer";
         c.shutdown();
         finish(ev("done").put("received", RECEIVED_OK.get()), 0);
+    }
+
+    /**
+     * The client's periodic offset commit (its own persistConsumerOffset, oneway), every second
+     * from the start: the client's timer first runs 10 s after it starts (MQClientInstance's
+     * fixed initial delay), then every persistConsumerOffsetInterval, so a scenario asking the
+     * broker for an online consumer's offsets waited ten seconds for the first.
+     */
+    static ScheduledExecutorService commitEverySecond(DefaultMQPushConsumer c) {
+        ScheduledExecutorService timer = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, "driver-commit");
+            t.setDaemon(true);
+            return t;
+        });
+        if (c.getMessageModel() == MessageModel.CLUSTERING) {
+            DefaultMQPushConsumerImpl impl = c.getDefaultMQPushConsumerImpl();
+            timer.scheduleAtFixedRate(impl::persistConsumerOffset, 1, 1, TimeUnit.SECONDS);
+        }
+        return timer;
     }
 
     /**
