@@ -10,6 +10,8 @@ lifecycle; only the broker's classpath (the `server5` Maven role) and its log's 
 
 from __future__ import annotations
 
+import contextlib
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,17 +41,40 @@ class RocketMQ5Cluster(RocketMQCluster):
 
     def start_broker(self) -> None:
         """Start the broker, then wait until the name server lists it: a 5.3.2 broker prints
-        "boot success" before its first registration, which follows 10 s later (its first
+        "boot success" before its first registration, which would follow 10 s later (its first
         attempt, at start, finds no name server yet: it sends only to those its remoting
-        client's background scan has connected to; the next is on a fixed 10 s timer)."""
+        client's background scan has connected to; the next is on a fixed 10 s timer). Asked
+        to set its permission to what it is, it registers at once: that request is repeated
+        every second until it is listed."""
         super().start_broker()
         if not self.routed:
             return
         client = SyncRemotingClient()
+        nudged = -1.0
+
+        def registered() -> bool:
+            nonlocal nudged
+            if self._registered(client):
+                return True
+            if time.monotonic() - nudged >= 1.0:
+                nudged = time.monotonic()
+                self._register_now(client)
+            return False
+
         try:
-            self.broker.wait_ready(lambda: self._registered(client), self.startup_timeout_s)
+            self.broker.wait_ready(registered, self.startup_timeout_s)
         finally:
             client.close()
+
+    def _register_now(self, client: SyncRemotingClient) -> None:
+        """UPDATE_BROKER_CONFIG brokerPermission=<its own value>: the broker registers with
+        the name servers at once on a permission change (AdminBrokerProcessor); the value does
+        not change. A refusal leaves the broker's 10 s timer to register it."""
+        permission = self.broker_conf.get("brokerPermission") or "6"
+        body = f"brokerPermission={permission}\n".encode()
+        request = RemotingCommand.request(RequestCode.UPDATE_BROKER_CONFIG, {}, body=body)
+        with contextlib.suppress(RemotingError):
+            client.invoke(self.broker_addr, request, 3)
 
     def _registered(self, client: SyncRemotingClient) -> bool:
         request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
