@@ -74,7 +74,7 @@ def acl_target(
     try:
         yield target
     finally:
-        target.stop()
+        target.kill()  # nothing reads its store afterwards
 
 
 def _send(topic: str, group: str = "aclProducers") -> RemotingCommand:

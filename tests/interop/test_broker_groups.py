@@ -43,6 +43,8 @@ class TwoGroups:
     a_slave: ReplicaBroker
     b: GroupBroker
     b_slave: ReplicaBroker
+    topic: str  # four queues in each group
+    warm: str  # the same, to warm them with
 
     @property
     def namesrv_addr(self) -> str:
@@ -51,38 +53,42 @@ class TwoGroups:
 
 @pytest.fixture(params=["sidewinder", "rocketmq"])
 def groups(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TwoGroups]:
+    """Both masters, then the test's two topics on both, then the slaves: a slave's metadata
+    sync runs 3 s after its start and then every 10 s, so topics made before its start reach
+    it at the first."""
     kind = request.param
     with running_target(kind, tmp_path / "broker-a", SYNC_MASTER, discard=True) as a:
         started: list[GroupBroker] = []
         try:
-            a_slave = ReplicaBroker(kind, tmp_path / "broker-a-s", a)
             b = GroupBroker(
                 kind, tmp_path / "broker-b", a.namesrv_addr, "broker-b", conf=SYNC_MASTER
             )
+            started.append(b.start())
+            topic, warm = unique("TwoGroups"), unique("TwoGroupsWarm")
+            for name in (topic, warm):
+                create_topic(a.namesrv_addr, name, cluster=a.cluster_name, queues=4)
+            a_slave = ReplicaBroker(kind, tmp_path / "broker-a-s", a)
             b_slave = ReplicaBroker(kind, tmp_path / "broker-b-s", b)
-            for broker in (b, a_slave, b_slave):
+            for broker in (a_slave, b_slave):
                 started.append(broker.start())
-            yield TwoGroups(a, a_slave, b, b_slave)
+            yield TwoGroups(a, a_slave, b, b_slave, topic, warm)
         finally:
             for broker in reversed(started):
                 broker.kill()
 
 
-def prepare(groups: TwoGroups, prefix: str) -> tuple[str, str]:
-    """A new topic with four queues in each group, and a second to warm them with; once both
-    masters acknowledge (their slaves confirm) and broker-a's slave has the topic (its metadata
-    sync), which it needs to serve the topic when its master is gone."""
-    topic, warm = unique(prefix), unique(f"{prefix}Warm")
-    for name in (topic, warm):
-        create_topic(groups.namesrv_addr, name, cluster=groups.a.cluster_name, queues=4)
+def prepare(groups: TwoGroups) -> tuple[str, str]:
+    """The fixture's topic and warm-up topic, once both masters acknowledge (their slaves
+    confirm) and broker-a's slave has the topic (its metadata sync), which it needs to serve
+    the topic when its master is gone."""
     client = SyncRemotingClient()
     try:
         for addr in (groups.a.broker_addr, groups.b.addr):
-            first_acknowledged(client, addr, warm)
-        wait_for_topic(client, groups.a_slave.addr, topic)
+            first_acknowledged(client, addr, groups.warm)
+        wait_for_topic(client, groups.a_slave.addr, groups.topic)
     finally:
         client.close()
-    return topic, warm
+    return groups.topic, groups.warm
 
 
 def store_port(event: dict[str, Any]) -> int:
@@ -94,7 +100,7 @@ def store_port(event: dict[str, Any]) -> int:
 def test_a_dead_master_sends_writes_to_the_other_group_and_reads_to_its_slave(
     groups: TwoGroups,
 ) -> None:
-    topic, warm = prepare(groups, "TwoGroups")
+    topic, warm = prepare(groups)
     a_port, b_port = int(groups.a.broker_addr.rsplit(":", 1)[1]), groups.b.port
 
     # Two consumers of one group, reading while the producer sends and through the kill.
@@ -175,7 +181,7 @@ def test_our_clients_ride_out_a_dead_master(groups: TwoGroups) -> None:
     request in flight as soon as its connection closes and retries it on broker-b, so every
     send succeeds; then our consumer, started with broker-a's master gone, reads broker-a's
     queues from its slave, and every message."""
-    topic, _ = prepare(groups, "PyTwoGroups")
+    topic, _ = prepare(groups)
     a_name, b_name = groups.a.broker_name, groups.b.broker_name
     received: list[str] = []
 

@@ -44,7 +44,7 @@ def until_ok(run: Callable[[], MQAdminResult], seconds: float = 30) -> MQAdminRe
         except MQAdminError:
             if time.monotonic() > deadline:
                 raise
-            time.sleep(2)
+            time.sleep(1)
 
 
 async def consumer_status(
@@ -98,8 +98,9 @@ def test_java_consumer_online(target: ClusterTarget) -> None:
         detail = mqadmin(ns, "consumerStatus", "-g", group, "-i", client_id).stdout
         assert_running_info(detail, topic)
 
-        # The client commits every 5 s what it knows then: a first commit may name only the
-        # %RETRY% queue, the topic's two come with the next.
+        # The Java driver's consumer commits every second what it knows then (the client's own
+        # periodic commit): a first commit may name only the %RETRY% queue, the topic's two
+        # come with a later one.
         deadline = time.monotonic() + 30
         while True:
             progress = until_ok(
@@ -142,7 +143,7 @@ def test_offline_group_resets_through_the_fallback(target: ClusterTarget) -> Non
     topic, group = unique("OfflineTopic"), unique("OfflineGroup")
     create_topic(ns, topic, queues=2)
     produce(target, "java", topic, 4, group=unique("PG"))
-    consume(target, "java", topic, 4, group=group, linger=6)
+    consume(target, "java", topic, 4, group=group)
     # No commit of the departed consumer may land after the resets below. What it committed
     # does not matter to them (the figures checked are the queues' ends), but a queue with no
     # commit at all makes RocketMQ refuse the reset ("consumer group not exist"), and a loaded
@@ -172,7 +173,7 @@ def test_calls_to_a_client_that_is_not_there(target: ClusterTarget) -> None:
     topic, group = unique("NobodyTopic"), unique("NobodyGroup")
     create_topic(ns, topic, queues=1)
     produce(target, "java", topic, 2, group=unique("PG"))
-    consume(target, "java", topic, 2, group=group, linger=6)
+    consume(target, "java", topic, 2, group=group)
     consumer = start_consumer(target, "java", topic, 3, group=group)
     try:
         out = mqadmin(ns, "consumerStatus", "-g", group, "-i", "1.2.3.4@nobody", check=False)

@@ -128,7 +128,8 @@ def newcomer_cluster(
     target_kind: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ClusterTarget]:
     """A cluster of this module's own: no other test's traffic warmed its broker."""
-    with running_target(target_kind, tmp_path_factory.mktemp(f"{target_kind}-newcomer")) as c:
+    workdir = tmp_path_factory.mktemp(f"{target_kind}-newcomer")
+    with running_target(target_kind, workdir, discard=True) as c:
         yield c
 
 

@@ -91,7 +91,8 @@ def test_store_fixture_layout(store_fixture: Path) -> None:
 
 
 def reopen(kind: str, fixture: Path, tmp_path: Path) -> Any:
-    """A running target of `kind` on a copy of the fixture's store, with its broker.conf."""
+    """A running target of `kind` on a copy of the fixture's store, with its broker.conf; killed
+    at the end, as nothing reads the copy after."""
     info = manifest(fixture)
     store = tmp_path / "store"
     shutil.copytree(fixture / info["store"], store)
@@ -101,7 +102,7 @@ def reopen(kind: str, fixture: Path, tmp_path: Path) -> Any:
         if k.startswith(("mappedFileSize", "flushDiskType", "messageDelayLevel"))
     }
     conf["storePathRootDir"] = str(store)
-    return running_target(kind, tmp_path / "cluster", conf)
+    return running_target(kind, tmp_path / "cluster", conf, discard=True)
 
 
 def test_store_fixture_reopens_with_every_message(

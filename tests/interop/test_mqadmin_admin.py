@@ -217,7 +217,7 @@ def test_delete_sub_group_removes_offsets(target: ClusterTarget) -> None:
     topic, group, ns = unique("DelGroupTopic"), unique("DelGroup"), target.namesrv_addr
     create_topic(ns, topic, queues=2)
     produce(target, "java", topic, 6, group=unique("PG"))
-    consume(target, "java", topic, 6, group=group, linger=6)
+    consume(target, "java", topic, 6, group=group)
     wait_committed(target.broker_addr, group, topic, queues=2, total=6)
     progress = mqadmin(ns, "consumerProgress", "-g", group).stdout
     assert len([line for line in progress.splitlines() if line.startswith(topic)]) == 2

@@ -251,7 +251,7 @@ def test_clone_group_offset(client: SyncRemotingClient, target: ClusterTarget) -
     topic, group, ns = unique("CloneTopic"), unique("CloneSrc"), target.namesrv_addr
     create_topic(ns, topic, queues=2)
     sent = produce(target, "java", topic, 6, group=unique("PG"))
-    consume(target, "java", topic, 6, group=group, linger=6)
+    consume(target, "java", topic, 6, group=group)
     wanted = {q: sum(1 for e in sent if e["queueId"] == q) for q in (0, 1)}
     # The consumer read all six: what a lost oneway commit left out is committed here.
     settle_consumed_group(target.broker_addr, group, topic, queues=2, total=6)

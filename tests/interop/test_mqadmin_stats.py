@@ -54,7 +54,7 @@ def traffic(target: ClusterTarget) -> Traffic:
     create_topic(target.namesrv_addr, topic)
     before = today_counters(target)
     produce(target, "java", topic, COUNT, group=unique("StatsProducers"))
-    consume(target, "java", topic, COUNT, group=group, reconsume_later=LATER, linger=6)
+    consume(target, "java", topic, COUNT, group=group, reconsume_later=LATER)
     settle_consumed_group(target.broker_addr, group, topic, queues=4, total=COUNT)
     return Traffic(topic, group, before)
 

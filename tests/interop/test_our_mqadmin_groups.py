@@ -74,8 +74,9 @@ def test_online_group(target: ClusterTarget) -> None:
             [topic, target.broker_name, "1"],
         ], ours
 
-        # The client commits every 5 s what it knows then: a first commit may name only the
-        # %RETRY% queue, the topic's two come with the next.
+        # The Java driver's consumer commits every second what it knows then (the client's own
+        # periodic commit): a first commit may name only the %RETRY% queue, the topic's two
+        # come with a later one.
         def both_queues_settled(out: str) -> bool:
             rows = [line for line in out.splitlines() if line.startswith(topic)]
             return len(rows) == 2 and "Diff Total: 0" in out
@@ -114,12 +115,12 @@ def ours_until(
         if done.returncode == 0 and ready(done.stdout):
             return done.stdout
         assert time.monotonic() < deadline, done.stdout + done.stderr
-        time.sleep(2)
+        time.sleep(1)
 
 
 def _offline_group(target: ClusterTarget, topic: str) -> str:
     group = unique("OurOffGrp")
-    consume(target, "java", topic, 4, group=group, linger=6)
+    consume(target, "java", topic, 4, group=group)
     # Both groups must be in the same state, two consumed of each queue. Under load the Java
     # consumer has lost every commit of one queue (on RocketMQ): what it left out is committed
     # here as it would have, once no commit of its can still be on its way.

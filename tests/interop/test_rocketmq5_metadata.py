@@ -403,7 +403,7 @@ def test_rocketmq5_takes_over_our_metadata_files(
         config = {"groupName": group, "consumeMessageOrderly": True, "groupRetryPolicy": policy}
         assert _ask(client, ours, 200, None, config).code == ResponseCode.SUCCESS
         assert _ask(client, ours, 401, None, mode).code == ResponseCode.SUCCESS
-    theirs = create_target("rocketmq5", tmp_path / "theirs")
+    theirs = create_target("rocketmq5", tmp_path / "theirs", routed=False)
     (theirs.store_path / "config").mkdir(parents=True)
     for name in ("topics.json", "subscriptionGroup.json", "messageRequestMode.json"):
         shutil.copy(ours.store_path / "config" / name, theirs.store_path / "config" / name)

@@ -63,18 +63,24 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> CertSet:
     return make_certs(tmp_path_factory.mktemp("tls-certs"))
 
 
-@pytest.fixture(params=["enforcing", "permissive"])
+@pytest.fixture(scope="module", params=["enforcing", "permissive"])
 def tls_cluster(
-    request: pytest.FixtureRequest, target_kind: str, tmp_path: Path, certs: CertSet
+    request: pytest.FixtureRequest,
+    target_kind: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    certs: CertSet,
 ) -> Iterator[TlsCluster]:
+    """One cluster of each kind and mode for the module's tests: each makes topics and groups of
+    its own, and none changes the cluster. Killed at the end: nothing reads its store."""
     mode = str(request.param)
-    server, java, ours = enforcing(tmp_path, certs) if mode == "enforcing" else permissive()
-    target = create_target(target_kind, tmp_path / "cluster", system_props=server)
+    workdir = tmp_path_factory.mktemp(f"tls-{target_kind}-{mode}")
+    server, java, ours = enforcing(workdir, certs) if mode == "enforcing" else permissive()
+    target = create_target(target_kind, workdir / "cluster", system_props=server)
     target.start()
     try:
         yield TlsCluster(target, mode, java, ours)
     finally:
-        target.stop()
+        target.kill()
 
 
 async def probe(address: str, tls: TlsOption) -> int:

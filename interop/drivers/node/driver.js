@@ -205,13 +205,25 @@ function userProperties(props) {
   return out;
 }
 
+// ali-ons runs its timers (set on the client instance the first producer or consumer of an
+// instanceName makes) with no shorter first run: a consumer takes its queues at start and then
+// only at the next rebalance (it ignores NOTIFY_CONSUMER_IDS_CHANGED), and commits its offsets
+// every persist interval. Every 2 s and 1 s rather than 10 s and 5 s, so a scenario waiting
+// on either waits that much less; routes every 3 s as the Java driver's. Only timing changes:
+// ali-ons lets users set them the same way.
+const TIMERS = {
+  pollNameServerInteval: 3000,
+  rebalanceInterval: 2000,
+  persistConsumerOffsetInterval: 1000,
+};
+
 function clientOptions(opts) {
-  return {
+  return Object.assign({
     httpclient: httpclientStub,
     nameSrv: opts.namesrv,
     logger,
     instanceName: opts.instance,
-  };
+  }, TIMERS);
 }
 
 function loadOns() {

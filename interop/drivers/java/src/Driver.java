@@ -31,6 +31,8 @@ import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -48,7 +50,11 @@ import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAverage
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
+import org.apache.rocketmq.client.consumer.store.OffsetStore;
+import org.apache.rocketmq.client.consumer.store.ReadOffsetType;
 import org.apache.rocketmq.client.impl.MQClientManager;
+import org.apache.rocketmq.client.impl.consumer.DefaultMQPushConsumerImpl;
+import org.apache.rocketmq.client.impl.consumer.ProcessQueue;
 import org.apache.rocketmq.client.impl.factory.MQClientInstance;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.LocalTransactionState;
@@ -1203,11 +1209,71 @@ public final class Driver {
             });
         }
         c.start();
+        ScheduledExecutorService commits = commitEverySecond(c);
         emit(ev("ready"));
         lingerAfterReached(linger);
+        phase = "committing offsets";
+        commits.shutdownNow();
+        commitConsumed(c);
         phase = "shutting down consumer";
         c.shutdown();
         finish(ev("done").put("received", RECEIVED_OK.get()), 0);
+    }
+
+    /**
+     * The client's periodic offset commit (its own persistConsumerOffset, oneway), every second
+     * from the start: the client's timer first runs 10 s after it starts (MQClientInstance's
+     * fixed initial delay), then every persistConsumerOffsetInterval, so a scenario asking the
+     * broker for an online consumer's offsets waited ten seconds for the first.
+     */
+    static ScheduledExecutorService commitEverySecond(DefaultMQPushConsumer c) {
+        ScheduledExecutorService timer = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, "driver-commit");
+            t.setDaemon(true);
+            return t;
+        });
+        if (c.getMessageModel() == MessageModel.CLUSTERING) {
+            DefaultMQPushConsumerImpl impl = c.getDefaultMQPushConsumerImpl();
+            timer.scheduleAtFixedRate(impl::persistConsumerOffset, 1, 1, TimeUnit.SECONDS);
+        }
+        return timer;
+    }
+
+    /**
+     * A clustering push consumer's offsets, committed synchronously before its shutdown commits
+     * them again oneway. The client's first periodic commit comes 10 s after it starts and the
+     * shutdown's is oneway (a loaded machine can lose it), so without this a consumer that read
+     * everything and left could leave the broker without its offsets, and scenarios lingered
+     * for seconds hoping for a periodic commit. The same UPDATE_CONSUMER_OFFSET request, sent
+     * as the client's own updateConsumeOffsetToBroker(mq, offset, isOneway=false) sends it.
+     */
+    static void commitConsumed(DefaultMQPushConsumer c) throws Exception {
+        if (c.getMessageModel() != MessageModel.CLUSTERING) {
+            return;  // broadcasting keeps its offsets in a local file
+        }
+        DefaultMQPushConsumerImpl impl = c.getDefaultMQPushConsumerImpl();
+        Map<MessageQueue, ProcessQueue> queues = impl.getRebalanceImpl().getProcessQueueTable();
+        // A listener's return is followed by the removal of its messages from the queue's
+        // in-flight count, then the offset's update: until every count is 0 (bounded), then
+        // the moment the update after the last removal takes.
+        long deadline = System.nanoTime() + 3_000_000_000L;
+        while (System.nanoTime() < deadline
+            && queues.values().stream().anyMatch(pq -> pq.getMsgCount().get() > 0)) {
+            Thread.sleep(20);
+        }
+        Thread.sleep(50);
+        OffsetStore store = impl.getOffsetStore();
+        for (MessageQueue mq : queues.keySet()) {
+            long offset = store.readOffset(mq, ReadOffsetType.READ_FROM_MEMORY);
+            if (offset >= 0) {
+                try {
+                    store.updateConsumeOffsetToBroker(mq, offset, false);
+                } catch (Exception e) {
+                    // The shutdown's oneway commit follows; the scenario judges what arrived.
+                    System.err.println("[driver] synchronous commit of " + mq + " failed: " + e);
+                }
+            }
+        }
     }
 
     /** DefaultMQPullConsumer over every queue of the topic, starting at its min (first) or max (last) offset. */
