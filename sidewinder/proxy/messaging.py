@@ -612,8 +612,8 @@ class MessagingActivity:
             await self._ack_quietly(addr, group, subscription.topic, message.receipt_handle)
         return wanted
 
-    async def _ack_quietly(self, addr: str, group: str, topic: str, handle: str) -> None:
-        info = ExtraInfo.decode(handle)
+    async def _ack(self, addr: str, group: str, topic: str, info: ExtraInfo, handle: str) -> None:
+        """ACK_MESSAGE of the message `handle` names; ClientError when the broker refuses."""
         header = AckMessageRequestHeader(
             consumer_group=group,
             topic=info.real_topic(topic, group),
@@ -623,8 +623,11 @@ class MessagingActivity:
             broker_name=info.broker_name,
         )
         command = RemotingCommand.request(PopRequestCode.ACK_MESSAGE, header.to_ext())
+        _check(await self.remoting.invoke(addr, command, CALL_TIMEOUT_S))
+
+    async def _ack_quietly(self, addr: str, group: str, topic: str, handle: str) -> None:
         try:
-            _check(await self.remoting.invoke(addr, command, CALL_TIMEOUT_S))
+            await self._ack(addr, group, topic, ExtraInfo.decode(handle), handle)
         except Exception as exc:  # it comes back after its invisible time, filtered again
             log.info("proxy.filtered_ack_failed", handle=handle, error=str(exc))
 
@@ -662,17 +665,8 @@ class MessagingActivity:
             except Exception as exc:
                 results.append(self._ack_result(entry, refusal(exc)))
                 continue
-            header = AckMessageRequestHeader(
-                consumer_group=group,
-                topic=info.real_topic(topic, group),
-                queue_id=info.queue_id,
-                extra_info=handle,
-                offset=_offset(info),
-                broker_name=info.broker_name,
-            )
-            command = RemotingCommand.request(PopRequestCode.ACK_MESSAGE, header.to_ext())
             try:
-                _check(await self.remoting.invoke(addr, command, CALL_TIMEOUT_S))
+                await self._ack(addr, group, topic, info, handle)
             except Exception as exc:
                 results.append(self._ack_result(entry, refusal(exc)))
                 continue
@@ -822,14 +816,6 @@ class MessagingActivity:
             origin_topic=topic,
             max_reconsume_times=request.max_delivery_attempts - 1,
         )
-        ack = AckMessageRequestHeader(
-            consumer_group=group,
-            topic=info.real_topic(topic, group),
-            queue_id=info.queue_id,
-            extra_info=handle,
-            offset=_offset(info),
-            broker_name=info.broker_name,
-        )
         try:
             reply = await self.remoting.invoke(
                 addr,
@@ -837,12 +823,7 @@ class MessagingActivity:
                 CALL_TIMEOUT_S,
             )
             _check(reply)
-            reply = await self.remoting.invoke(
-                addr,
-                RemotingCommand.request(PopRequestCode.ACK_MESSAGE, ack.to_ext()),
-                CALL_TIMEOUT_S,
-            )
-            _check(reply)
+            await self._ack(addr, group, topic, info, handle)
         except Exception as exc:
             return v2.ForwardMessageToDeadLetterQueueResponse(status=refusal(exc))
         self.renewals.settled(request.receipt_handle)
