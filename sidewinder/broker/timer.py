@@ -41,7 +41,7 @@ from sidewinder.common.service import cancel_and_wait
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.message import MessageConst, decode_properties, encode_properties
 from sidewinder.protocol.record import MessageRecord, MessageToStore, message_from_record
-from sidewinder.store.mapped_file import MappedFile
+from sidewinder.store.mapped_file import DiskFullError, MappedFile
 from sidewinder.store.message_store import MessageStore, PutStatus
 from sidewinder.store.timer_log import TimerUnit
 from sidewinder.store.timer_store import TimerStore
@@ -338,11 +338,22 @@ class TimerService:
     # -- the tick ------------------------------------------------------------------------------
     async def _run(self) -> None:
         precision = self.timers.precision_ms
+        disk_full_since: float | None = None
         while True:
             now = self.clock()
             self.timers.move_write_time(now)
-            while self._enqueue_some():
-                await asyncio.sleep(0)
+            try:
+                while self._enqueue_some():
+                    await asyncio.sleep(0)
+            except DiskFullError as exc:
+                # The entry stays next in the queue; it is enqueued once there is room again.
+                if disk_full_since is None:
+                    disk_full_since = time.monotonic()
+                    log.error("timer.enqueue_paused", reason=str(exc))
+            else:
+                if disk_full_since is not None:
+                    log.info("timer.enqueue_resumed", paused_s=time.monotonic() - disk_full_since)
+                    disk_full_since = None
             await self._deliver_due()
             # Wake at the next tick (a slot becomes due), or when a timer message arrives.
             wait_ms = self.timers.write_time_ms + precision - self.clock()

@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from sidewinder.store.mapped_file import allocate
+
 PAGE = 4096
 _OURS = struct.Struct(">qqq")
 _OURS_AT = 64
@@ -44,7 +46,8 @@ class TimerCheckpoint:
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             if os.fstat(self._fd).st_size < PAGE:
-                os.ftruncate(self._fd, PAGE)
+                # Its block now: a write into a hole on a full disk would be a SIGBUS.
+                allocate(self._fd, 0, PAGE, path)
             self._map = mmap.mmap(self._fd, PAGE, access=mmap.ACCESS_WRITE)
         except BaseException:
             os.close(self._fd)

@@ -141,6 +141,7 @@ class TimerStore:
                 delayed = write + self.roll_window_slots // 2 * self.precision_ms
             else:
                 delayed = write + window_ms
+        self.wheel.reserve(delayed)
         slot = self.wheel.get_slot(delayed)
         position = self.log.append(
             TimerUnit(

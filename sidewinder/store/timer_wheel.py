@@ -10,19 +10,29 @@ slot count; it holds the time it was written for, so a slot left from an earlier
 wheel reads as empty. RocketMQ keeps the wheel in memory and copies it to the map when it
 flushes; here the map is written directly, so a killed process loses nothing it wrote, and a
 flush is one fdatasync.
+
+The file is sparse (RocketMQ's setLength), so a page of it may have no block behind it: on a
+full disk a write there, or on tmpfs even a read, would be a SIGBUS that kills the broker. A
+page is therefore given its block (`posix_fallocate`, DiskFullError when there is no room)
+before its first write in this run, and a page that is still a hole is read as empty slots
+without touching the map.
 """
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from sidewinder.store.mapped_file import allocate
+
 SLOT = struct.Struct(">qqqii")
 SLOT_SIZE = SLOT.size  # 32
 IGNORE = -2
+PAGE = 4096  # a multiple of SLOT_SIZE: no slot straddles two pages
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +49,7 @@ class Slot:
 
 
 EMPTY = Slot(-1, -1, -1)
+_HOLE = Slot(0, 0, 0)  # what a slot in a page with no block reads as
 
 
 class TimerWheelError(OSError):
@@ -63,14 +74,39 @@ class TimerWheel:
         except BaseException:
             os.close(self._fd)
             raise
+        # Pages known to have a block, so that each is checked or allocated once per run.
+        self._backed = bytearray(-(-self.length // PAGE))
+
+    def _page_is_backed(self, page: int) -> bool:
+        if self._backed[page]:
+            return True
+        try:
+            data_at = os.lseek(self._fd, page * PAGE, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:  # ENXIO: nothing but holes from here to the end
+                raise
+            return False
+        if data_at >= (page + 1) * PAGE:
+            return False
+        self._backed[page] = 1
+        return True
+
+    def reserve(self, time_ms: int) -> None:
+        """Give the page of `time_ms`'s slot its block, or raise DiskFullError: called before
+        anything else of an enqueue is written, so a full disk leaves no half-made timer."""
+        page = self.slot_index(time_ms) * SLOT_SIZE // PAGE
+        if not self._backed[page]:
+            allocate(self._fd, page * PAGE, PAGE, self.path)
+            self._backed[page] = 1
 
     def slot_index(self, time_ms: int) -> int:
         return time_ms // self.precision_ms % (self.slots_total * 2)
 
     def raw_slot(self, time_ms: int) -> Slot:
-        ticks, first, last, num, magic = SLOT.unpack_from(
-            self._map, self.slot_index(time_ms) * SLOT_SIZE
-        )
+        at = self.slot_index(time_ms) * SLOT_SIZE
+        if not self._page_is_backed(at // PAGE):
+            return _HOLE
+        ticks, first, last, num, magic = SLOT.unpack_from(self._map, at)
         return Slot(ticks * self.precision_ms, first, last, num, magic)
 
     def get_slot(self, time_ms: int) -> Slot:
@@ -82,6 +118,7 @@ class TimerWheel:
     def put_slot(
         self, time_ms: int, first_pos: int, last_pos: int, num: int = 0, magic: int = 0
     ) -> None:
+        self.reserve(time_ms)
         SLOT.pack_into(
             self._map,
             self.slot_index(time_ms) * SLOT_SIZE,

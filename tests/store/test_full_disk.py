@@ -22,6 +22,8 @@ from sidewinder.store.message_store import GetStatus, MessageStore, PutStatus
 from tests.small_disk import fill, free_bytes, small_disk
 from tests.store.small_store import HOST, message, store_config
 
+PAGE = 4096
+
 
 def full_disk_config(root: Path, **extra: object) -> StoreConfig:
     return store_config(
@@ -257,3 +259,53 @@ def test_no_room_for_a_queue_file_pauses_dispatch_and_puts_until_there_is(tmp_pa
 
     with small_disk(tmp_path / "disk", mib=16) as disk:
         asyncio.run(scenario(disk))
+
+
+def test_a_timer_wheel_on_a_full_disk_reads_holes_as_empty_and_refuses_writes(
+    tmp_path: Path,
+) -> None:
+    # On tmpfs even a read of a page with no block takes one: on a full disk a SIGBUS, which
+    # killed the broker's timer tick the moment its clock reached an untouched page.
+    from sidewinder.store.timer_wheel import SLOT_SIZE, TimerWheel
+
+    now = 1_700_000_000_000
+    page_of_slots = PAGE // SLOT_SIZE * 1000  # the milliseconds one page of slots covers
+    with small_disk(tmp_path / "disk", mib=4) as disk:
+        wheel = TimerWheel(disk / "timerwheel", slots_total=3600, precision_ms=1000)
+        wheel.put_slot(now, 7, 9, 2)
+        ballast = fill(disk)
+        assert free_bytes(disk) < PAGE
+        later = now + 3 * page_of_slots  # a page no write has touched
+        for at in range(later, later + page_of_slots, 1000):
+            assert wheel.get_slot(at).empty
+        assert wheel.get_slot(now).num == 2  # a page with its block still reads
+        with pytest.raises(DiskFullError, match="timerwheel"):
+            wheel.put_slot(later, 1, 1, 1)
+        ballast.unlink()
+        wheel.put_slot(later, 1, 1, 1)
+        assert wheel.get_slot(later).num == 1
+        wheel.close()
+
+
+def test_a_timer_enqueue_on_a_full_disk_writes_nothing_and_succeeds_later(
+    tmp_path: Path,
+) -> None:
+    from sidewinder.store.timer_store import TimerStore
+    from sidewinder.store.timer_wheel import SLOT_SIZE
+
+    now = 1_700_000_000_000
+    with small_disk(tmp_path / "disk", mib=4) as disk:
+        timers = TimerStore(disk / "timer", precision_ms=1000, log_file_size=4096)
+        timers.recover(now, lambda unit: unit.phy_offset + 1)
+        timers.enqueue(100, 50, now + 2000, "T", 0)
+        ballast = fill(disk)
+        far = now + 2 * PAGE // SLOT_SIZE * 1000  # its slot is in a page with no block
+        with pytest.raises(DiskFullError):
+            timers.enqueue(200, 50, far, "T", 1)
+        assert timers.queue_offset == 1
+        assert timers.units_of(far) == []
+        ballast.unlink()
+        timers.enqueue(200, 50, far, "T", 1)
+        assert [u.phy_offset for _, u in timers.units_of(far)] == [200]
+        assert [u.phy_offset for _, u in timers.units_of(now + 2000)] == [100]
+        timers.close()
