@@ -53,6 +53,7 @@ class GrpcClient:
     telemetry: asyncio.Queue[Any] | None = None  # commands to push, while its stream is open
     last_seen: float = field(default_factory=time.monotonic)
     account: Account | None = None  # what its calls are signed with (ACL)
+    started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
     @property
     def is_producer(self) -> bool:
@@ -68,6 +69,33 @@ class GrpcClient:
     def group(self) -> str:
         return "" if self.is_producer else str(self.settings.subscription.group.name)
 
+    @property
+    def consume_type(self) -> str:
+        """What RocketMQ's proxy registers a gRPC consumer as: a simple consumer receives when
+        it asks, a push consumer is served."""
+        if self.settings.client_type == v2.ClientType.PUSH_CONSUMER:
+            return "CONSUME_PASSIVELY"
+        return "CONSUME_ACTIVELY"
+
+    def subscription_data(self) -> list[dict[str, Any]]:
+        """The consumer's subscriptions as SubscriptionData (heartbeats, running info)."""
+        subscriptions = []
+        for entry in self.settings.subscription.subscriptions:
+            sql = entry.expression.type == v2.FilterType.SQL
+            text = entry.expression.expression or "*"
+            subscriptions.append(
+                {
+                    "topic": entry.topic.name,
+                    "subString": text,
+                    "expressionType": "SQL92" if sql else "TAG",
+                    "tagsSet": [] if sql or text == "*" else text.split("||"),
+                    "codeSet": [],
+                    "subVersion": self.started_ms,
+                    "classFilterMode": False,
+                }
+            )
+        return subscriptions
+
     def heartbeat_body(self) -> bytes:
         """HeartbeatData as a 4.x client of the same role would send it."""
         if self.is_producer:
@@ -75,29 +103,14 @@ class GrpcClient:
             consumers: list[dict[str, Any]] = []
         else:
             producers = []
-            subscriptions = []
-            for entry in self.settings.subscription.subscriptions:
-                sql = entry.expression.type == v2.FilterType.SQL
-                text = entry.expression.expression or "*"
-                subscriptions.append(
-                    {
-                        "topic": entry.topic.name,
-                        "subString": text,
-                        "expressionType": "SQL92" if sql else "TAG",
-                        "tagsSet": [] if sql or text == "*" else text.split("||"),
-                        "codeSet": [],
-                        "subVersion": int(time.time() * 1000),
-                        "classFilterMode": False,
-                    }
-                )
             consumers = [
                 {
                     "groupName": self.group,
-                    "consumeType": "CONSUME_POP",
+                    "consumeType": self.consume_type,
                     "messageModel": "CLUSTERING",
                     "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
                     "unitMode": False,
-                    "subscriptionDataSet": subscriptions,
+                    "subscriptionDataSet": self.subscription_data(),
                 }
             ]
         data = {
@@ -106,6 +119,29 @@ class GrpcClient:
             "consumerDataSet": consumers,
         }
         return json.dumps(data).encode()
+
+    def running_info(self) -> dict[str, Any]:
+        """ConsumerRunningInfo of what the front knows of the consumer: its settings and
+        subscriptions (its queues and rates are the client's own, never sent to a server)."""
+        subscription = self.settings.subscription
+        properties = {
+            "consumerGroup": self.group,
+            "messageModel": "CLUSTERING",
+            "clientType": v2.ClientType.Name(self.settings.client_type),
+            "language": self.language,
+            "receiveBatchSize": str(subscription.receive_batch_size),
+            "longPollingTimeoutMillis": str(subscription.long_polling_timeout.ToMilliseconds()),
+            "PROP_CONSUME_TYPE": self.consume_type,
+            "PROP_CONSUMEORDERLY": "true" if subscription.fifo else "false",
+            "PROP_CLIENT_VERSION": "V" + self.version.replace(".", "_"),
+            "PROP_CONSUMER_START_TIMESTAMP": str(self.started_ms),
+        }
+        return {
+            "mqTable": {},
+            "properties": properties,
+            "statusTable": {},
+            "subscriptionSet": self.subscription_data(),
+        }
 
     def remoting_request(self, code: int, ext: dict[str, str] | None, body: bytes | None) -> Any:
         """A request in this client's name: its language and version, as a broker lists it."""

@@ -211,3 +211,23 @@ def incoming(message: ReceivedMessage, receipt_handle: str, invisible_ms: int) -
         system_properties=system,
         body=body,
     )
+
+
+@dataclass(frozen=True)
+class TransactionId:
+    """What END_TRANSACTION needs of a prepared message, carried in the v2 transaction id the
+    send answered with (RocketMQ's proxy keeps the same in memory): its broker, its offset in
+    the half topic's queue and in the CommitLog."""
+
+    broker_name: str
+    queue_offset: int
+    commit_log_offset: int
+
+    def encode(self) -> str:
+        return f"{self.commit_log_offset:016X}{self.queue_offset:016X}{self.broker_name}"
+
+    @classmethod
+    def decode(cls, text: str) -> TransactionId:
+        if len(text) <= 32:
+            raise ValueError(f"transaction id {text!r} is not one this front gave")
+        return cls(text[32:], int(text[16:32], 16), int(text[:16], 16))

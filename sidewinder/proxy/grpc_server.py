@@ -259,8 +259,8 @@ class GrpcFront:
 
     async def _telemetry(self, commands: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
         """The client's settings answered with the merged ones; then, while the stream is
-        open, the commands the front pushes to the client (a broker's transaction check).
-        What else a client sends (thread stacks, verify results) waits for no command yet."""
+        open, the commands the front pushes to the client (client_calls.py), whose answers
+        (thread stacks, verify results) come back on the same stream."""
         caller = caller_of(context)
         if not caller.client_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{CLIENT_ID} is missing")
@@ -289,6 +289,8 @@ class GrpcFront:
                         outbox.put_nowait(
                             v2.TelemetryCommand(status=status(), settings=client.settings)
                         )
+                    else:
+                        self.activity.client_calls.answered(command)
             except Exception as exc:  # the stream broke: the client reconnects on its own
                 log.info("proxy.telemetry_ended", client=caller.client_id, error=str(exc))
             finally:

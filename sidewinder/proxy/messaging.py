@@ -18,14 +18,12 @@ from typing import Any
 import structlog
 
 from sidewinder.client.pop_client import EMPTY_POP, REPLY_MARGIN_S, popped_messages
-from sidewinder.client.pulling import ReceivedMessage
 from sidewinder.client.route_cache import ClientError, MessageQueue, RouteCache, TopicRoute
 from sidewinder.protocol.body import loads
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import (
     SEND_V2_NAMES,
-    CheckTransactionStateRequestHeader,
     ConsumerSendMsgBackRequestHeader,
     EndTransactionRequestHeader,
     PullMessageRequestHeader,
@@ -49,9 +47,11 @@ from sidewinder.protocol.record import MessageRecord, decode_record
 from sidewinder.protocol.subscription import Subscription
 from sidewinder.proxy import grpc_protocol as v2
 from sidewinder.proxy.auth import Needed, sign_as_caller
+from sidewinder.proxy.client_calls import CLIENT_CALL_CODES, ClientCalls
 from sidewinder.proxy.clients import ClientRegistry, GrpcClient
 from sidewinder.proxy.convert import (
     BadMessage,
+    TransactionId,
     check_group,
     check_topic,
     incoming,
@@ -61,7 +61,7 @@ from sidewinder.proxy.convert import (
 from sidewinder.proxy.renewal import ReceiptRenewals
 from sidewinder.remoting.client import RemotingClient
 from sidewinder.remoting.connection import RemotingError
-from sidewinder.remoting.dispatch import ProcessorTable, RequestContext
+from sidewinder.remoting.dispatch import ProcessorTable
 
 log = structlog.get_logger(__name__)
 
@@ -172,12 +172,13 @@ class MessagingActivity:
         """With ACL on: `secret_of` gives an access key's secret, and `permit(access_key,
         needed, client address)` raises Forbidden unless the account may (None: no ACL)."""
         table = ProcessorTable()
-        table.register(_CheckRelay(self), RequestCode.CHECK_TRANSACTION_STATE)
         self.remoting = RemotingClient(table, before_request=sign_as_caller)
         self.secret_of = secret_of
         self.permit = permit
         self.routes = RouteCache(self.remoting, namesrv_addrs)
         self.clients = ClientRegistry(self.remoting, self.routes)
+        self.client_calls = ClientCalls(self.clients, self.broker_name_at)
+        table.register(self.client_calls, *CLIENT_CALL_CODES)
         self.endpoints = endpoints
         self._turn = itertools.count()
         self._topic_types: dict[str, tuple[str, float]] = {}  # topic -> (type, when asked)
@@ -858,26 +859,6 @@ class MessagingActivity:
         return int(record.phy_offset)
 
 
-@dataclass(frozen=True)
-class TransactionId:
-    """What END_TRANSACTION needs of a prepared message, carried in the v2 transaction id the
-    send answered with (RocketMQ's proxy keeps the same in memory): its broker, its offset in
-    the half topic's queue and in the CommitLog."""
-
-    broker_name: str
-    queue_offset: int
-    commit_log_offset: int
-
-    def encode(self) -> str:
-        return f"{self.commit_log_offset:016X}{self.queue_offset:016X}{self.broker_name}"
-
-    @classmethod
-    def decode(cls, text: str) -> TransactionId:
-        if len(text) <= 32:
-            raise ValueError(f"transaction id {text!r} is not one this front gave")
-        return cls(text[32:], int(text[16:32], 16), int(text[:16], 16))
-
-
 def _commit_log_offset(offset_msg_id: str) -> int:
     """The CommitLog offset an offset message id ends with (its last 16 hex digits)."""
     return int(offset_msg_id[-16:], 16)
@@ -941,36 +922,3 @@ def consistent_hash(key: int, buckets: int) -> int:
             candidate = following
         else:
             return candidate
-
-
-class _CheckRelay:
-    """A broker's CHECK_TRANSACTION_STATE for a gRPC producer's half message: pushed to a live
-    producer of its topic as RecoverOrphanedTransactionCommand over Telemetry; the client
-    answers with EndTransaction (SOURCE_SERVER_CHECK)."""
-
-    def __init__(self, activity: MessagingActivity) -> None:
-        self.activity = activity
-
-    async def process(self, ctx: RequestContext, request: RemotingCommand) -> None:
-        header = CheckTransactionStateRequestHeader.from_ext(request.ext_fields)
-        record = decode_record(bytes(request.body or b""), 0)
-        if not isinstance(record, MessageRecord):
-            log.warning("proxy.check_without_message", broker=ctx.remote_address)
-            return None
-        topic = record.topic
-        client = self.activity.clients.producer_of(topic)
-        if client is None or client.telemetry is None:
-            log.info("proxy.check_unclaimed", topic=topic, msg_id=header.msg_id)
-            return None
-        broker_name = await self.activity.broker_name_at(topic, ctx.remote_address)
-        message = ReceivedMessage.of(MessageQueue(topic, broker_name, record.queue_id), record)
-        transaction = TransactionId(
-            broker_name, header.tran_state_table_offset, header.commit_log_offset
-        )
-        command = v2.TelemetryCommand(
-            recover_orphaned_transaction_command=v2.RecoverOrphanedTransactionCommand(
-                message=incoming(message, "", 0), transaction_id=transaction.encode()
-            )
-        )
-        client.telemetry.put_nowait(command)
-        return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -82,6 +83,27 @@ def _consume(
         **options,
     )
     return run.check()
+
+
+def _connections(
+    client: SyncRemotingClient, target: ClusterTarget, group: str
+) -> list[dict[str, Any]]:
+    """The group's connections at the broker (mqadmin consumerConnection), once it has any."""
+    request = RemotingCommand.request(
+        RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group}
+    )
+    deadline = time.monotonic() + 20
+    while True:
+        reply = client.invoke(target.broker_addr, request, 10)
+        if reply.code == ResponseCode.SUCCESS:
+            body = loads(reply.body_bytes)
+            if body["connectionSet"]:
+                connections: list[dict[str, Any]] = body["connectionSet"]
+                for connection in connections:
+                    connection["consumeType"] = body.get("consumeType")
+                return connections
+        assert time.monotonic() < deadline, reply
+        time.sleep(0.3)
 
 
 def _round_trip(grpc_client: str, endpoints: str, topic: str, group: str) -> None:
@@ -293,20 +315,9 @@ def test_a_grpc_consumer_is_listed_among_its_groups_connections(
     )
     try:
         consumer.wait_for("ready", timeout_s=30)
-        request = RemotingCommand.request(
-            RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group}
-        )
-        deadline = time.monotonic() + 20
-        while True:
-            reply = client.invoke(pop_target.broker_addr, request, 10)
-            if reply.code == ResponseCode.SUCCESS:
-                listed = loads(reply.body_bytes)["connectionSet"]
-                if listed:
-                    break
-            assert time.monotonic() < deadline, reply
-            time.sleep(0.3)
-        (connection,) = listed
+        (connection,) = _connections(client, pop_target, group)
         assert connection["language"] == "PYTHON" and connection["clientId"]
+        assert connection["consumeType"] == "CONSUME_PASSIVELY"  # as RocketMQ's proxy says
         assert int(connection["version"]) > 409  # a 5.x client's (V5_1_2), not 4.9.8's
         run_driver(PYTHON5, "produce", endpoints=front, topic=topic, count=1).check()
         assert len(consumer.wait().check().received()) == 1
@@ -395,3 +406,65 @@ def test_a_fifo_group_gets_a_message_groups_messages_in_order(
     assert [e["msgId"] for e in got] == [e["msgId"] for e in produced.sent()]
     assert {e["messageGroup"] for e in got} == {"order-7"}
     assert {e["messageType"] for e in got} == {"FIFO"}
+
+
+# What each client answers to the front's PrintThreadStackTraceCommand and VerifyMessageCommand:
+# (a text in its stacks, ConsumeMessageDirectlyResult's consumeResult or mqadmin's error).
+_CLIENT_CALL_ANSWERS = {
+    "java5grpc": ("Thread", "consumeResult=CR_SUCCESS"),
+    "go5": ("goroutine", "consumeResult=null"),  # the Go client answers NOT_IMPLEMENTED
+    # rocketmq-python-client 5.1.2 answers neither command.
+    "python5": ("sent no thread stacks within 4.5 s", "did not answer"),
+}
+
+
+def test_mqadmin_consumer_status_and_direct_consumption_reach_a_grpc_consumer(
+    grpc_client: str,
+    pop_target: ClusterTarget,
+    front: str,
+    client: SyncRemotingClient,
+    tmp_path: Path,
+) -> None:
+    """mqadmin consumerStatus -s (GET_CONSUMER_RUNNING_INFO) and queryMsgById -g -d
+    (CONSUME_MESSAGE_DIRECTLY) reach a gRPC push consumer over its Telemetry stream."""
+    from interop.mqadmin import mqadmin
+
+    stacks, verdict = _CLIENT_CALL_ANSWERS[grpc_client]
+    topic, group = _topic_and_group(client, pop_target)
+    # The consumer takes TagA; the message sent is TagB, so only the direct call brings it.
+    consumer = start_driver(
+        grpc_client,
+        "push-consume",
+        endpoints=front,
+        topic=topic,
+        group=group,
+        tags="TagA",
+        expect=1,
+        timeout_s=60,
+        workdir=tmp_path / "consumer",
+    )
+    try:
+        consumer.wait_for("ready", timeout_s=30)
+        (connection,) = _connections(client, pop_target, group)
+        client_id = connection["clientId"]
+        ns = pop_target.namesrv_addr
+        status = mqadmin(ns, "consumerStatus", "-g", group, "-i", client_id, "-s").stdout
+        assert "PROP_CONSUME_TYPE" in status and "CONSUME_PASSIVELY" in status, status
+        assert topic in status and "TagA" in status, status
+        assert "#Consumer jstack#" in status and stacks in status, status
+
+        tagged = {"WAIT": "true", "TAGS": "TagB"}
+        reply = client.invoke(
+            pop_target.broker_addr, send_request(topic, b"direct", properties=tagged), 10
+        )
+        assert reply.code == ResponseCode.SUCCESS, reply
+        offset_msg_id = (reply.ext_fields or {})["msgId"]
+        directly = mqadmin(
+            ns, "queryMsgById", "-i", offset_msg_id, "-g", group, "-d", client_id, check=False
+        )
+        assert verdict in directly.stdout + directly.stderr, directly
+        if grpc_client == "java5grpc":
+            (received,) = consumer.wait().check().received()
+            assert received["tags"] == "TagB"
+    finally:
+        consumer.kill()
