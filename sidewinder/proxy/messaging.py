@@ -503,7 +503,7 @@ class MessagingActivity:
         expression = request.filter_expression
         kind = "SQL92" if expression.type == v2.FilterType.SQL else "TAG"
         subscription = Subscription.of(topic, expression.expression or "*", expression_type=kind)
-        orderly = bool((await self.group_config(group, topic)).get("consumeMessageOrderly"))
+        group_config = await self.group_config(group, topic)
         try:
             messages = await self._pop(
                 group,
@@ -512,8 +512,9 @@ class MessagingActivity:
                 min(request.batch_size, MAX_POP_BATCH),
                 invisible_ms,
                 polling_ms,
-                orderly=orderly,
+                orderly=bool(group_config.get("consumeMessageOrderly")),
                 attempt_id=request.attempt_id or None,
+                max_attempts=self._max_attempts(caller, group_config),
             )
         except Exception as exc:
             yield v2.ReceiveMessageResponse(status=refusal(exc))
@@ -531,6 +532,14 @@ class MessagingActivity:
         done = v2.ReceiveMessageResponse()
         done.delivery_timestamp.GetCurrentTime()
         yield done
+
+    def _max_attempts(self, caller: Caller, group_config: dict[str, Any]) -> int:
+        """The consumer's max delivery attempts: its settings' (merged from its group's
+        config), as ReceiveMessageActivity reads them; the group's when it sent none."""
+        client = self.clients.clients.get(caller.client_id)
+        if client is not None and client.settings.backoff_policy.max_attempts > 0:
+            return int(client.settings.backoff_policy.max_attempts)
+        return int(group_config.get("retryMaxTimes", 16)) + 1
 
     def _polling_ms(self, request: Any, caller: Caller) -> tuple[int, Any | None]:
         """How long a receive long-polls (ReceiveMessageActivity): what it asks, else the
@@ -572,7 +581,11 @@ class MessagingActivity:
         *,
         orderly: bool = False,
         attempt_id: str | None = None,
+        max_attempts: int = 0,
     ) -> list[Any]:
+        """POP_MESSAGE, then RocketMQ's proxy's filter: what the tag does not match is acked,
+        what was delivered `max_attempts` times or more goes to the DLQ (its broker may retry
+        for ever: RocketMQ 5's does); the rest is the consumer's."""
         route = await self._route(subscription.topic)
         names = sorted({q.broker_name for q in route.read_queues})
         if broker_name not in names:
@@ -604,13 +617,24 @@ class MessagingActivity:
         _check(reply)
         popped = PopMessageResponseHeader.from_ext(reply.ext_fields)
         wanted = []
-        for message in popped_messages(subscription.topic, broker_name, popped, reply.body_bytes):
-            if subscription.matches_tag(message.tags):
+        topic = subscription.topic
+        for message in popped_messages(topic, broker_name, popped, reply.body_bytes):
+            handle = message.receipt_handle
+            if not subscription.matches_tag(message.tags):
+                # The broker matched the tag's hash code, which another tag can share: acked,
+                # so that it never comes back.
+                await self._ack_quietly(addr, group, topic, handle)
+            elif max_attempts and message.reconsume_times >= max_attempts:
+                try:
+                    await self._dead_letter(
+                        addr, group, topic, handle, message.commit_log_offset, message.msg_id,
+                        max_attempts,
+                    )  # fmt: skip
+                    log.info("proxy.dead_lettered", group=group, msg_id=message.msg_id)
+                except Exception as exc:  # it comes back after its invisible time
+                    log.warning("proxy.dead_letter_failed", msg_id=message.msg_id, error=str(exc))
+            else:
                 wanted.append(message)
-                continue
-            # The broker matched the tag's hash code, which another tag can share: acked, as
-            # RocketMQ's proxy acks what its filter finds NO_MATCH, so it never comes back.
-            await self._ack_quietly(addr, group, subscription.topic, message.receipt_handle)
         return wanted
 
     async def _ack(self, addr: str, group: str, topic: str, info: ExtraInfo, handle: str) -> None:
@@ -807,28 +831,42 @@ class MessagingActivity:
             return v2.ForwardMessageToDeadLetterQueueResponse(status=refusal(exc))
         try:
             commit_log_offset = await self._commit_log_offset_of(addr, topic, group, info)
-        except Exception as exc:
-            return v2.ForwardMessageToDeadLetterQueueResponse(status=refusal(exc))
-        back = ConsumerSendMsgBackRequestHeader(
-            offset=commit_log_offset,
-            group=group,
-            delay_level=-1,
-            origin_msg_id=request.message_id,
-            origin_topic=topic,
-            max_reconsume_times=request.max_delivery_attempts - 1,
-        )
-        try:
-            reply = await self.remoting.invoke(
-                addr,
-                RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, back.to_ext()),
-                CALL_TIMEOUT_S,
-            )
-            _check(reply)
-            await self._ack(addr, group, topic, info, handle)
+            await self._dead_letter(
+                addr, group, topic, handle, commit_log_offset, request.message_id,
+                request.max_delivery_attempts,
+            )  # fmt: skip
         except Exception as exc:
             return v2.ForwardMessageToDeadLetterQueueResponse(status=refusal(exc))
         self.renewals.settled(request.receipt_handle)
         return v2.ForwardMessageToDeadLetterQueueResponse(status=status())
+
+    async def _dead_letter(
+        self,
+        addr: str,
+        group: str,
+        topic: str,
+        handle: str,
+        commit_log_offset: int,
+        message_id: str,
+        max_attempts: int,
+    ) -> None:
+        """The message at `commit_log_offset` to %DLQ%group (CONSUMER_SEND_MSG_BACK with delay
+        level -1), then its pop acked; ClientError when the broker refuses either."""
+        back = ConsumerSendMsgBackRequestHeader(
+            offset=commit_log_offset,
+            group=group,
+            delay_level=-1,
+            origin_msg_id=message_id,
+            origin_topic=topic,
+            max_reconsume_times=max_attempts - 1,
+        )
+        reply = await self.remoting.invoke(
+            addr,
+            RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, back.to_ext()),
+            CALL_TIMEOUT_S,
+        )
+        _check(reply)
+        await self._ack(addr, group, topic, ExtraInfo.decode(handle), handle)
 
     async def _commit_log_offset_of(
         self, addr: str, topic: str, group: str, info: ExtraInfo

@@ -21,8 +21,9 @@ from interop.target import ClusterTarget, create_target
 from sidewinder.protocol.body import loads
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.record import message_records
 from sidewinder.remoting.client import SyncRemotingClient
-from tests.helpers import send_request, unique
+from tests.helpers import pull_request, send_request, unique
 from tests.interop.pop_requests import create_group_request, create_topic_request
 
 PYTHON5 = "python5"
@@ -468,3 +469,41 @@ def test_mqadmin_consumer_status_and_direct_consumption_reach_a_grpc_consumer(
             assert received["tags"] == "TagB"
     finally:
         consumer.kill()
+
+
+def test_a_message_over_its_max_attempts_goes_to_the_dlq_a_4x_consumer_reads(
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+) -> None:
+    """A group of retryMaxTimes 1 (2 attempts): a message never acked is delivered twice, then
+    goes to %DLQ%group (our broker moves it at revive; RocketMQ 5.3.2's retries for ever, and
+    the front moves it at the next receive, as RocketMQ's proxy does), where a 4.x pull finds
+    it."""
+    topic, group = unique("GrpcTopic"), unique("GrpcGroup")
+    for request in (create_topic_request(topic, 1), create_group_request(group, 1)):
+        assert client.invoke(pop_target.broker_addr, request, 10).code == ResponseCode.SUCCESS
+    produced = run_driver(PYTHON5, "produce", endpoints=front, topic=topic, count=1)
+    (sent,) = produced.check().sent()
+    consumed = run_driver(
+        PYTHON5,
+        "simple-consume",
+        endpoints=front,
+        topic=topic,
+        group=group,
+        expect=2,
+        no_ack=True,
+        invisible_duration=10,
+        await_duration=5,
+        linger=18,  # long enough for a third receive after the second's invisible time
+        timeout_s=90,
+    ).check()
+    assert [e["deliveryAttempt"] for e in consumed.received(only_ok=False)] == [1, 2]
+    dlq = f"%DLQ%{group}"
+    deadline = time.monotonic() + 20
+    while True:
+        reply = client.invoke(pop_target.broker_addr, pull_request(dlq, unique("DlqReader")), 10)
+        if reply.code == ResponseCode.SUCCESS or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert reply.code == ResponseCode.SUCCESS, reply
+    (record,) = message_records(reply.body_bytes)
+    assert record.properties().get("UNIQ_KEY") == sent["msgId"]
