@@ -378,6 +378,22 @@ def test_a_tag_filter_gets_only_its_tags(
     assert [e["tags"] for e in consumed.received()] == ["TagB", "TagB"]
 
 
+def test_an_sql92_filter_gets_only_the_messages_it_matches(
+    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+) -> None:
+    """A consumer's SQL92 expression (FilterType.SQL) is the broker's filter of its pops."""
+    topic, group = _topic_and_group(client, pop_target)
+    for color, count in (("red", 2), ("blue", 3)):
+        produced = run_driver(
+            PYTHON5, "produce", endpoints=front, topic=topic, count=count, prop=[f"color={color}"]
+        )
+        produced.check()
+    consumed = _consume(
+        front, topic, group, 2, grpc_client, sql="color = 'red' AND TAGS IS NULL", linger=2
+    )
+    assert [e["properties"] for e in consumed.received()] == [{"color": "red"}] * 2
+
+
 def test_a_fifo_group_gets_a_message_groups_messages_in_order(
     grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
@@ -507,3 +523,50 @@ def test_a_message_over_its_max_attempts_goes_to_the_dlq_a_4x_consumer_reads(
     assert reply.code == ResponseCode.SUCCESS, reply
     (record,) = message_records(reply.body_bytes)
     assert record.properties().get("UNIQ_KEY") == sent["msgId"]
+
+
+def test_competing_consumers_of_a_group_share_its_messages_without_duplicates(
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+) -> None:
+    """Two simple consumers of one group receive at once: every message reaches one of them,
+    none reaches both while its invisible time runs."""
+    topic, group = _topic_and_group(client, pop_target)
+    produced = run_driver(PYTHON5, "produce", endpoints=front, topic=topic, count=24)
+    sent = {e["msgId"] for e in produced.check().sent()}
+    consumers = [
+        start_driver(
+            PYTHON5,
+            "simple-consume",
+            endpoints=front,
+            topic=topic,
+            group=group,
+            expect=len(sent),
+            batch_size=4,
+            invisible_duration=60,
+            timeout_s=60,
+        )
+        for _ in range(2)
+    ]
+    try:
+        deadline = time.monotonic() + 45
+        while True:
+            got = [
+                e["msgId"]
+                for consumer in consumers
+                for e in consumer.events_so_far()
+                if e.get("event") == "received"
+            ]
+            if len(got) >= len(sent) or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        time.sleep(1)  # a duplicate would come in the next receive
+        got = [
+            e["msgId"]
+            for consumer in consumers
+            for e in consumer.events_so_far()
+            if e.get("event") == "received"
+        ]
+    finally:
+        for consumer in consumers:
+            consumer.kill()
+    assert sorted(got) == sorted(sent), [c.events_so_far()[-3:] for c in consumers]

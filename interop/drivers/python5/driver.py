@@ -463,7 +463,9 @@ def filter_expression(rmq, args):
     from rocketmq.grpc_protocol import FilterType
 
     if args.sql:
-        return rmq.FilterExpression(args.sql, FilterType.SQL92)
+        # The protobuf's enum (apache.rocketmq.v2.FilterType): SQL, though the client's
+        # docstring calls it SQL92.
+        return rmq.FilterExpression(args.sql, FilterType.SQL)
     return rmq.FilterExpression(args.tags or "*")
 
 
