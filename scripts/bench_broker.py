@@ -15,8 +15,13 @@ The rows (ROWS), each on the broker of its flush mode: produce 1 KiB ASYNC_FLUSH
 (4 connections × 64 in flight), consume (PULL_MESSAGE 32 of what the first produced), the
 unloaded SYNC_FLUSH ack (1 × 1), produce 128 B and 4 KiB, batch send (16 × 1 KiB), and POP
 (RocketMQ 5's consumption: POP_MESSAGE 32 from any queue, then one ACK_MESSAGE per message, of
-what the 1 KiB produce row wrote, by a consumer group of its own per side). Redis has no batch
-send and no POP; RocketMQ 4.9.7 has no POP: their cells of those rows stay empty. A row that reads
+what the 1 KiB produce row wrote, by a consumer group of its own per side), and the gRPC rows
+(grpc-produce: SendMessage 1 KiB, 4 connections × 64 in flight; grpc-pop: ReceiveMessage 32,
+then one AckMessage per message, of what grpc-produce wrote) through Sidewinder's own gRPC
+front (grpcServerPort: its broker serves it for the whole run when a gRPC row is picked) by
+scripts/grpcload (loadgen_grpc.py). Redis has no batch send and no POP; RocketMQ 4.9.7 has no
+POP; neither RocketMQ has a gRPC front here (4.9.7 has none, 5.3.2's proxy cannot run): their
+cells of those rows stay empty. A row that reads
 (consume, pop) brings the produce row that writes its topic along when rows are picked.
 
 For each flush mode, one fresh broker of each kind runs. Then, pass after pass, every row runs
@@ -38,7 +43,7 @@ import statistics
 import subprocess
 from array import array
 from collections.abc import Callable, Coroutine, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +78,7 @@ SIDE_NAMES = {
     "redis": "Redis Streams",
 }
 POP_SIDES = ("sidewinder", "rocketmq5")  # the brokers that serve POP_MESSAGE
+GRPC_SIDES = ("sidewinder",)  # a gRPC front in the broker (grpcServerPort, local mode)
 POP_GROUP = "bench_lean_pop"
 REDIS_START_TIMEOUT_S = 30.0
 
@@ -90,9 +96,13 @@ class RowSpec:
     connections: int = 4
     window: int = 64  # requests in flight per connection (pop: consumers per connection)
     redis: bool = True  # Redis has a form of it (no batch send: XADD is one entry)
+    grpc: bool = False  # through the broker's own gRPC front (scripts/grpcload), not remoting
 
     def runs_on(self, side: str) -> bool:
-        """Whether the side has this row's form: Redis no batch, only 5.x brokers POP."""
+        """Whether the side has this row's form: Redis no batch, only 5.x brokers POP, only
+        Sidewinder's broker a gRPC front of its own (RocketMQ 5.3.2's proxy cannot run here)."""
+        if self.grpc:
+            return side in GRPC_SIDES
         if self.kind == "pop":
             return side in POP_SIDES
         return side != "redis" or self.redis
@@ -133,6 +143,24 @@ ROWS = (
         "pop",
         window=2,
         redis=False,
+    ),
+    RowSpec(
+        "grpc-produce",
+        "async",
+        "gRPC SendMessage 1 KiB, ASYNC_FLUSH, 4 conns × 64",
+        "BenchGrpc1K",
+        redis=False,
+        grpc=True,
+    ),
+    RowSpec(
+        "grpc-pop",
+        "async",
+        "gRPC receive 32 + ack, 1 KiB, 4 conns × 2 consumers",
+        "BenchGrpc1K",
+        "pop",
+        window=2,
+        redis=False,
+        grpc=True,
     ),
 )
 
@@ -231,6 +259,7 @@ class Side:
     broker_pid: int
     broker_name: str
     stop: Callable[[], None]
+    grpc_addr: str | None = None  # the broker's own gRPC front, when a gRPC row runs
     produced: dict[str, list[int]] = field(default_factory=dict)  # topic -> per queue
     pulled: dict[str, list[int]] = field(default_factory=dict)
     popped: dict[str, int] = field(default_factory=dict)  # topic -> messages pops handed out
@@ -245,12 +274,19 @@ class Side:
         return usage
 
 
-def start_side(kind: str, flush: str, workdir: Path) -> Side:
-    """A fresh broker of `kind` with the bench's broker.conf and the rows' topics."""
+def start_side(kind: str, flush: str, workdir: Path, grpc: bool = False) -> Side:
+    """A fresh broker of `kind` with the bench's broker.conf and the rows' topics; with `grpc`,
+    Sidewinder's broker also serves its own gRPC front (grpcServerPort, RocketMQ's local
+    mode) for the whole run, so the remoting rows measure the same broker."""
     if kind == "redis":
         server = RedisServer(workdir, flush).start()
         return Side(kind, ("127.0.0.1", server.port), server.pid, "redis", server.stop)
     conf = ref.bench_broker_conf(ref.FLUSH_MODES[flush])
+    grpc_addr = None
+    if grpc and kind in GRPC_SIDES:
+        port = lease_port_block()
+        conf = {**conf, "grpcServerPort": str(port)}
+        grpc_addr = f"127.0.0.1:{port}"
     cluster: Any
     if kind == "rocketmq":
         cluster = RocketMQCluster(workdir, broker_conf=conf, broker_heap_mb=ref.BROKER_HEAP_MB)
@@ -266,7 +302,9 @@ def start_side(kind: str, flush: str, workdir: Path) -> Side:
         cluster.stop()
         raise
     host, port = cluster.broker_addr.rsplit(":", 1)
-    return Side(kind, (host, int(port)), cluster.broker.pid, cluster.broker_name, cluster.stop)
+    return Side(
+        kind, (host, int(port)), cluster.broker.pid, cluster.broker_name, cluster.stop, grpc_addr
+    )
 
 
 async def _create_topics(namesrv_addr: str, topics: list[str]) -> None:
@@ -310,7 +348,11 @@ class Slice:
 
 def run_slice(side: Side, row: RowSpec, plan: Plan, pass_no: int) -> Slice:
     meter = Meter(lambda: side.usage().cpu_s)
-    load = uvloop.run(_load(side, row, plan, meter))
+    load = (
+        _grpc_load(side, row, plan, meter)
+        if row.grpc
+        else uvloop.run(_load(side, row, plan, meter))
+    )
     latencies = array("q", sorted(load.latencies_ns))
     if row.kind == "produce":
         produced = side.produced.setdefault(row.topic, [0] * QUEUES)
@@ -367,6 +409,34 @@ def _load(side: Side, row: RowSpec, plan: Plan, meter: Meter) -> Coroutine[Any, 
     return pull(side.addr, pulls, offsets, targets, **limits)
 
 
+def _grpc_load(side: Side, row: RowSpec, plan: Plan, meter: Meter) -> Load:
+    """The row through the broker's gRPC front, by scripts/grpcload (loadgen_grpc.py)."""
+    from loadgen_grpc import grpc_receive, grpc_send
+
+    assert side.grpc_addr is not None
+    if row.kind == "produce":
+        return grpc_send(
+            side.grpc_addr,
+            row.topic,
+            row.connections,
+            row.window,
+            body=row.body,
+            seconds=plan.slice_s,
+            meter=meter,
+        )
+    left = sum(side.produced.get(row.topic, [])) - side.popped.get(row.topic, 0)
+    return grpc_receive(
+        side.grpc_addr,
+        row.topic,
+        f"{side.pop_group}_grpc",
+        row.connections,
+        row.window,
+        budget=left,
+        seconds=plan.slice_s,
+        meter=meter,
+    )
+
+
 @dataclass
 class Run:
     """Everything one broker-bound run measured."""
@@ -389,11 +459,18 @@ def run_broker_bench(plan: Plan, root: Path) -> Run:
     if not sides:
         run.notes.append("no side to measure")
         return run
+    grpc_rows = any(row.grpc for flush in plan.flushes for row in plan.rows_of(flush))
+    if grpc_rows and (why := _grpc_missing()) is not None:
+        ref.log(why)
+        run.notes.append(why)
+        plan = replace(plan, rows=tuple(k for k in plan.rows if not _row(k).grpc))
+        run.plan = plan
     for flush in plan.flushes:
         rows = plan.rows_of(flush)
         if not rows:
             continue
-        with _running_sides(sides, flush, root / flush) as running:
+        grpc = any(row.grpc for row in rows)
+        with _running_sides(sides, flush, root / flush, grpc) as running:
             for pass_no in range(plan.warm_passes + plan.rounds):
                 turn = pass_no % len(running)
                 order = running[turn:] + running[:turn]
@@ -408,13 +485,28 @@ def run_broker_bench(plan: Plan, root: Path) -> Run:
     return run
 
 
+def _grpc_missing() -> str | None:
+    """Why there can be no gRPC rows here (the generator does not build), or None."""
+    from loadgen_grpc import generator
+
+    from interop.install import InstallError
+
+    try:
+        generator()
+    except InstallError as exc:
+        return f"scripts/grpcload does not build ({exc}): no gRPC rows"
+    return None
+
+
 @contextlib.contextmanager
-def _running_sides(kinds: list[str], flush: str, root: Path) -> Iterator[list[Side]]:
+def _running_sides(
+    kinds: list[str], flush: str, root: Path, grpc: bool = False
+) -> Iterator[list[Side]]:
     running: list[Side] = []
     try:
         for kind in kinds:
             ref.log(f"[{flush}] starting {SIDE_NAMES[kind]} ({ref.FLUSH_MODES[flush]})")
-            running.append(start_side(kind, flush, root / kind))
+            running.append(start_side(kind, flush, root / kind, grpc))
         yield running
     finally:
         for side in running:
@@ -609,7 +701,7 @@ def render(run: Run) -> str:
             )
             + " |"
         )
-    out += ["", *_legend(run), *_target_lines(run), *_check_lines(run)]
+    out += ["", *_legend(run), *_target_lines(run), *_grpc_lines(run), *_check_lines(run)]
     return "\n".join(out)
 
 
@@ -657,6 +749,25 @@ def _target_lines(run: Run) -> list[str]:
     return lines if len(lines) > 2 else []
 
 
+GRPC_PAIRS = (("grpc-produce", "produce"), ("grpc-pop", "pop"))  # gRPC row, remoting row
+
+
+def _grpc_lines(run: Run) -> list[str]:
+    """Each gRPC row against the remoting row of the same shape, on the same broker."""
+    lines = []
+    for grpc, remoting in GRPC_PAIRS:
+        ours, theirs = summarize(run, grpc, "sidewinder"), summarize(run, remoting, "sidewinder")
+        if ours is None or theirs is None:
+            continue
+        cpu = _ratio(ours.cpu_per_100k_s, theirs.cpu_per_100k_s)
+        lines.append(
+            f"- {grpc} / {remoting}: {_ratio(ours.per_second, theirs.per_second)} the msg/s at "
+            f"{cpu} the broker CPU per message ({ours.cpu_per_100k_s or 0:.2f} against "
+            f"{theirs.cpu_per_100k_s or 0:.2f} CPU-s per 100k)"
+        )
+    return ["", "gRPC against remoting (Sidewinder, the same broker):", *lines] if lines else []
+
+
 def _legend(run: Run) -> list[str]:
     counted = [s for s in run.slices if not s.warm]
     busiest = max(counted, key=lambda s: s.own_cores, default=None)
@@ -676,6 +787,17 @@ def _legend(run: Run) -> list[str]:
             "counts acked messages, the latencies are the acks' round trips. RocketMQ 4.9.7 and",
             "Redis have no POP: their cells stay empty. The check point and ack records a pop",
             "writes come due 60 s later (timer, then revive service), in later slices of any row.",
+        ]
+    if any(_row(s.row).grpc for s in run.slices):
+        lines += [
+            "gRPC rows: through the broker's own gRPC front (grpcServerPort, local mode; the",
+            "broker serves it during every row of the run) by scripts/grpcload (Go, raw grpc-go",
+            "on the v2 stubs, requests marshalled once, the stock Go client's metadata). Send:",
+            "SendMessage, one message per call. Receive: ReceiveMessage (batch 32, long polling",
+            "5 s, invisible 60 s), then one AckMessage per message, all at once, as the Java, Go",
+            "and Python 5.x clients ack; msg/s counts acked messages, latencies are the acks'.",
+            "RocketMQ 4.9.7 has no gRPC and RocketMQ 5.3.2's proxy cannot run here: their cells",
+            "stay empty. Generator cores of a gRPC row: the Go process's own (getrusage).",
         ]
     spread = median_spread(run)
     if spread is not None:
