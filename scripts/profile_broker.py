@@ -7,7 +7,10 @@ The broker is started fresh (as scripts/bench_broker.py starts it), loaded by th
 for one uncounted warm slice and then `--slices` counted ones; each slice prints msg/s, ack p50
 and the broker's CPU-microseconds per message. With `--py-spy`, py-spy samples the broker (and
 its threads) during the counted slices, and the top functions by own time and by time
-including callees are printed: profile before optimising. py-spy lives in a tools venv of its
+including callees are printed: profile before optimising. The broker's CPU by thread (from
+/proc, over the counted slices) is printed too: threads that run no Python (grpcio's own, the
+Rust syncer) are invisible to py-spy's Python frames. The gRPC rows (`--row grpc-produce`) load
+the broker's own gRPC front. py-spy lives in a tools venv of its
 own (`python -m venv /tmp/tools && /tmp/tools/bin/pip install py-spy`), not in the project's.
 """
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import re
 import shutil
 import subprocess
@@ -57,6 +61,21 @@ def top_functions(raw: str, limit: int) -> tuple[list[tuple[str, float]], list[t
     return shares(own), shares(inclusive)
 
 
+def thread_cpu(pid: int) -> collections.Counter[str]:
+    """CPU-seconds (user + system) of each of a process's threads so far, summed by name."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    found: collections.Counter[str] = collections.Counter()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue  # the thread ended
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        found[name] += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    return found
+
+
 def start_spy(py_spy: Path, pid: int, raw: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
@@ -85,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     row = next(r for r in bb.ROWS if r.key == args.row)
     plan = bb.Plan(slice_s=args.seconds, rounds=args.slices, warm_passes=1, sides=(args.side,))
     root = Path(tempfile.mkdtemp(prefix="profile-broker-"))
-    side = bb.start_side(args.side, row.flush, root)
+    side = bb.start_side(args.side, row.flush, root, grpc=row.grpc)
+    threads: collections.Counter[str] = collections.Counter()
     spy: subprocess.Popen[bytes] | None = None
     try:
         feeder = next((r for r in bb.ROWS if r.topic == row.topic and r.kind == "produce"), row)
@@ -96,7 +116,11 @@ def main(argv: list[str] | None = None) -> int:
             if pass_no >= 1 and args.py_spy is not None:
                 # Only around the measured row: a pull or pop row's feeding produce stays out.
                 spy = start_spy(args.py_spy, side.broker_pid, root / f"py-spy-{pass_no}.txt")
+            before = thread_cpu(side.broker_pid)
             done = bb.run_slice(side, row, plan, pass_no)
+            if pass_no >= 1:
+                threads.update(thread_cpu(side.broker_pid))
+                threads.subtract(before)
             if spy is not None:
                 stop_spy(spy)
                 spy = None
@@ -116,6 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         collapsed = "\n".join(p.read_text() for p in sorted(root.glob("py-spy-*.txt")))
         # The stores take gigabytes (1 GiB CommitLog files): a run must not leave them behind.
         shutil.rmtree(root, ignore_errors=True)
+    total = sum(threads.values())
+    if total > 0:
+        print("\nbroker CPU by thread (counted slices):")
+        for name, cpu_s in threads.most_common(args.top):
+            print(f"  {100 * cpu_s / total:5.1f}%  {cpu_s:7.2f} s  {name}")
     if collapsed:
         own, inclusive = top_functions(collapsed, args.top)
         print("\nown time:")
