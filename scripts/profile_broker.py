@@ -61,6 +61,27 @@ def top_functions(raw: str, limit: int) -> tuple[list[tuple[str, float]], list[t
     return shares(own), shares(inclusive)
 
 
+_MODULE = re.compile(r"\((sidewinder/[^:)]+)")
+
+
+def by_module(raw: str, limit: int) -> list[tuple[str, float]]:
+    """Shares by the deepest frame of ours in each sample: which of our modules the time was
+    spent under (its callees in libraries included); samples with no frame of ours go by their
+    innermost frame (C code under the event loop or a thread shows as Runner.run, Thread.run)."""
+    parts: collections.Counter[str] = collections.Counter()
+    for line in raw.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        frames = [f for f in stack.split(";") if f and not f.startswith(("process ", "thread "))]
+        if not frames:
+            continue
+        ours = next((m.group(1) for f in reversed(frames) if (m := _MODULE.search(f))), None)
+        parts[ours or "no frame of ours: " + _LINE.sub(")", frames[-1])] += int(count_text)
+    total = sum(parts.values())
+    return [(name, 100 * n / total) for name, n in parts.most_common(limit)] if total else []
+
+
 def thread_cpu(pid: int) -> collections.Counter[str]:
     """CPU-seconds (user + system) of each of a process's threads so far, summed by name."""
     ticks = os.sysconf("SC_CLK_TCK")
@@ -152,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {share:5.1f}%  {name}")
         print("\nincluding callees:")
         for name, share in inclusive:
+            print(f"  {share:5.1f}%  {name}")
+        print("\nby our innermost module:")
+        for name, share in by_module(collapsed, args.top):
             print(f"  {share:5.1f}%  {name}")
     return 0
 
