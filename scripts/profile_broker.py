@@ -66,8 +66,10 @@ _MODULE = re.compile(r"\((sidewinder/[^:)]+)")
 
 def by_module(raw: str, limit: int) -> list[tuple[str, float]]:
     """Shares by the deepest frame of ours in each sample: which of our modules the time was
-    spent under (its callees in libraries included); samples with no frame of ours go by their
-    innermost frame (C code under the event loop or a thread shows as Runner.run, Thread.run)."""
+    spent under (its callees in libraries included; a process's entry module does not count);
+    samples with no frame of ours go by their innermost frame: C code that the event loop runs
+    shows as Runner.run, a thread's (grpcio's poller) as Thread.run, the store's executors'
+    native calls as _worker."""
     parts: collections.Counter[str] = collections.Counter()
     for line in raw.splitlines():
         stack, _, count_text = line.rpartition(" ")
@@ -76,7 +78,14 @@ def by_module(raw: str, limit: int) -> list[tuple[str, float]]:
         frames = [f for f in stack.split(";") if f and not f.startswith(("process ", "thread "))]
         if not frames:
             continue
-        ours = next((m.group(1) for f in reversed(frames) if (m := _MODULE.search(f))), None)
+        ours = next(
+            (
+                m.group(1)
+                for f in reversed(frames)
+                if (m := _MODULE.search(f)) and not m.group(1).endswith("__main__.py")
+            ),
+            None,
+        )
         parts[ours or "no frame of ours: " + _LINE.sub(")", frames[-1])] += int(count_text)
     total = sum(parts.values())
     return [(name, 100 * n / total) for name, n in parts.most_common(limit)] if total else []
