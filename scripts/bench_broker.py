@@ -759,11 +759,12 @@ def _grpc_lines(run: Run) -> list[str]:
         ours, theirs = summarize(run, grpc, "sidewinder"), summarize(run, remoting, "sidewinder")
         if ours is None or theirs is None:
             continue
+        rate = ours.per_second / theirs.per_second if theirs.per_second else 0.0
         cpu = _ratio(ours.cpu_per_100k_s, theirs.cpu_per_100k_s)
         lines.append(
-            f"- {grpc} / {remoting}: {_ratio(ours.per_second, theirs.per_second)} the msg/s at "
-            f"{cpu} the broker CPU per message ({ours.cpu_per_100k_s or 0:.2f} against "
-            f"{theirs.cpu_per_100k_s or 0:.2f} CPU-s per 100k)"
+            f"- {grpc} / {remoting}: {rate:.3f}× the msg/s at {cpu} the broker CPU per message "
+            f"({ours.cpu_per_100k_s or 0:.2f} against {theirs.cpu_per_100k_s or 0:.2f} CPU-s "
+            "per 100k)"
         )
     return ["", "gRPC against remoting (Sidewinder, the same broker):", *lines] if lines else []
 
