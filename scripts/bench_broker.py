@@ -19,9 +19,11 @@ what the 1 KiB produce row wrote, by a consumer group of its own per side), and 
 (grpc-produce: SendMessage 1 KiB, 4 connections × 64 in flight; grpc-pop: ReceiveMessage 32,
 then one AckMessage per message, of what grpc-produce wrote) through Sidewinder's own gRPC
 front (grpcServerPort: its broker serves it for the whole run when a gRPC row is picked) by
-scripts/grpcload (loadgen_grpc.py). Redis has no batch send and no POP; RocketMQ 4.9.7 has no
-POP; neither RocketMQ has a gRPC front here (4.9.7 has none, 5.3.2's proxy cannot run): their
-cells of those rows stay empty. A row that reads
+scripts/grpcload (loadgen_grpc.py); and grpc-proxy-produce, the same sends through our mqproxy
+(cluster mode) in front of Sidewinder's broker and of RocketMQ 5.3.2's, the mqproxy's CPU
+counted with the broker's. Redis has no batch send and no POP; RocketMQ 4.9.7 has no POP;
+neither RocketMQ has a gRPC front of its own here (4.9.7 has none, 5.3.2's proxy cannot run):
+their cells of those rows stay empty. A row that reads
 (consume, pop) brings the produce row that writes its topic along when rows are picked.
 
 For each flush mode, one fresh broker of each kind runs. Then, pass after pass, every row runs
@@ -66,6 +68,7 @@ from interop.ports import lease_port_block
 from interop.processes import ManagedProcess, can_connect
 from interop.rocketmq import RocketMQCluster
 from interop.rocketmq5 import ROCKETMQ5_VERSION, RocketMQ5Cluster
+from interop.sidewinder import MqProxy
 from interop.target import create_target
 from sidewinder.client.admin import Admin
 
@@ -79,6 +82,7 @@ SIDE_NAMES = {
 }
 POP_SIDES = ("sidewinder", "rocketmq5")  # the brokers that serve POP_MESSAGE
 GRPC_SIDES = ("sidewinder",)  # a gRPC front in the broker (grpcServerPort, local mode)
+PROXY_SIDES = ("sidewinder", "rocketmq5")  # brokers our mqproxy (cluster mode) fronts here
 POP_GROUP = "bench_lean_pop"
 REDIS_START_TIMEOUT_S = 30.0
 
@@ -97,12 +101,14 @@ class RowSpec:
     window: int = 64  # requests in flight per connection (pop: consumers per connection)
     redis: bool = True  # Redis has a form of it (no batch send: XADD is one entry)
     grpc: bool = False  # through the broker's own gRPC front (scripts/grpcload), not remoting
+    proxy: bool = False  # gRPC through our mqproxy in front of the broker (its CPU counted)
 
     def runs_on(self, side: str) -> bool:
         """Whether the side has this row's form: Redis no batch, only 5.x brokers POP, only
-        Sidewinder's broker a gRPC front of its own (RocketMQ 5.3.2's proxy cannot run here)."""
+        Sidewinder's broker a gRPC front of its own (RocketMQ 5.3.2's proxy cannot run here),
+        our mqproxy in front of Sidewinder's broker and RocketMQ 5.3.2's."""
         if self.grpc:
-            return side in GRPC_SIDES
+            return side in (PROXY_SIDES if self.proxy else GRPC_SIDES)
         if self.kind == "pop":
             return side in POP_SIDES
         return side != "redis" or self.redis
@@ -161,6 +167,15 @@ ROWS = (
         window=2,
         redis=False,
         grpc=True,
+    ),
+    RowSpec(
+        "grpc-proxy-produce",
+        "async",
+        "gRPC SendMessage 1 KiB via mqproxy, ASYNC_FLUSH, 4 conns × 64",
+        "BenchProxy1K",
+        redis=False,
+        grpc=True,
+        proxy=True,
     ),
 )
 
@@ -260,6 +275,8 @@ class Side:
     broker_name: str
     stop: Callable[[], None]
     grpc_addr: str | None = None  # the broker's own gRPC front, when a gRPC row runs
+    proxy_addr: str | None = None  # our mqproxy in front of it, when a mqproxy row runs
+    proxy_pid: int | None = None
     produced: dict[str, list[int]] = field(default_factory=dict)  # topic -> per queue
     pulled: dict[str, list[int]] = field(default_factory=dict)
     popped: dict[str, int] = field(default_factory=dict)  # topic -> messages pops handed out
@@ -273,11 +290,24 @@ class Side:
             raise RuntimeError(f"the {self.kind} broker (pid {self.broker_pid}) is gone")
         return usage
 
+    def cpu_s(self, with_proxy: bool = False) -> float:
+        """The broker's CPU-seconds so far, and its mqproxy's with `with_proxy`."""
+        cpu = self.usage().cpu_s
+        if with_proxy and self.proxy_pid is not None:
+            proxy = ref.tree_usage(self.proxy_pid)
+            if proxy is None:
+                raise RuntimeError(f"the mqproxy in front of {self.kind} is gone")
+            cpu += proxy.cpu_s
+        return cpu
 
-def start_side(kind: str, flush: str, workdir: Path, grpc: bool = False) -> Side:
+
+def start_side(
+    kind: str, flush: str, workdir: Path, grpc: bool = False, proxy: bool = False
+) -> Side:
     """A fresh broker of `kind` with the bench's broker.conf and the rows' topics; with `grpc`,
     Sidewinder's broker also serves its own gRPC front (grpcServerPort, RocketMQ's local
-    mode) for the whole run, so the remoting rows measure the same broker."""
+    mode) for the whole run, so the remoting rows measure the same broker; with `proxy`, our
+    mqproxy (cluster mode) runs in front of the broker of a side in PROXY_SIDES."""
     if kind == "redis":
         server = RedisServer(workdir, flush).start()
         return Side(kind, ("127.0.0.1", server.port), server.pid, "redis", server.stop)
@@ -302,9 +332,24 @@ def start_side(kind: str, flush: str, workdir: Path, grpc: bool = False) -> Side
         cluster.stop()
         raise
     host, port = cluster.broker_addr.rsplit(":", 1)
-    return Side(
+    side = Side(
         kind, (host, int(port)), cluster.broker.pid, cluster.broker_name, cluster.stop, grpc_addr
     )
+    if proxy and kind in PROXY_SIDES:
+        try:
+            front = MqProxy(workdir / "mqproxy", cluster.namesrv_addr).start()
+        except BaseException:
+            cluster.stop()
+            raise
+
+        def stop() -> None:
+            try:
+                front.stop()
+            finally:
+                cluster.stop()
+
+        side.stop, side.proxy_addr, side.proxy_pid = stop, front.endpoints, front.process.pid
+    return side
 
 
 async def _create_topics(namesrv_addr: str, topics: list[str]) -> None:
@@ -347,7 +392,7 @@ class Slice:
 
 
 def run_slice(side: Side, row: RowSpec, plan: Plan, pass_no: int) -> Slice:
-    meter = Meter(lambda: side.usage().cpu_s)
+    meter = Meter(lambda: side.cpu_s(row.proxy))
     load = (
         _grpc_load(side, row, plan, meter)
         if row.grpc
@@ -413,10 +458,11 @@ def _grpc_load(side: Side, row: RowSpec, plan: Plan, meter: Meter) -> Load:
     """The row through the broker's gRPC front, by scripts/grpcload (loadgen_grpc.py)."""
     from loadgen_grpc import grpc_receive, grpc_send
 
-    assert side.grpc_addr is not None
+    addr = side.proxy_addr if row.proxy else side.grpc_addr
+    assert addr is not None
     if row.kind == "produce":
         return grpc_send(
-            side.grpc_addr,
+            addr,
             row.topic,
             row.connections,
             row.window,
@@ -426,7 +472,7 @@ def _grpc_load(side: Side, row: RowSpec, plan: Plan, meter: Meter) -> Load:
         )
     left = sum(side.produced.get(row.topic, [])) - side.popped.get(row.topic, 0)
     return grpc_receive(
-        side.grpc_addr,
+        addr,
         row.topic,
         f"{side.pop_group}_grpc",
         row.connections,
@@ -469,8 +515,9 @@ def run_broker_bench(plan: Plan, root: Path) -> Run:
         rows = plan.rows_of(flush)
         if not rows:
             continue
-        grpc = any(row.grpc for row in rows)
-        with _running_sides(sides, flush, root / flush, grpc) as running:
+        grpc = any(row.grpc and not row.proxy for row in rows)
+        proxy = any(row.proxy for row in rows)
+        with _running_sides(sides, flush, root / flush, grpc, proxy) as running:
             for pass_no in range(plan.warm_passes + plan.rounds):
                 turn = pass_no % len(running)
                 order = running[turn:] + running[:turn]
@@ -500,13 +547,13 @@ def _grpc_missing() -> str | None:
 
 @contextlib.contextmanager
 def _running_sides(
-    kinds: list[str], flush: str, root: Path, grpc: bool = False
+    kinds: list[str], flush: str, root: Path, grpc: bool = False, proxy: bool = False
 ) -> Iterator[list[Side]]:
     running: list[Side] = []
     try:
         for kind in kinds:
             ref.log(f"[{flush}] starting {SIDE_NAMES[kind]} ({ref.FLUSH_MODES[flush]})")
-            running.append(start_side(kind, flush, root / kind, grpc))
+            running.append(start_side(kind, flush, root / kind, grpc, proxy))
         yield running
     finally:
         for side in running:
@@ -799,6 +846,12 @@ def _legend(run: Run) -> list[str]:
             "and Python 5.x clients ack; msg/s counts acked messages, latencies are the acks'.",
             "RocketMQ 4.9.7 has no gRPC and RocketMQ 5.3.2's proxy cannot run here: their cells",
             "stay empty. Generator cores of a gRPC row: the Go process's own (getrusage).",
+        ]
+    if any(_row(s.row).proxy for s in run.slices):
+        lines += [
+            "mqproxy row: the same sends through our mqproxy (cluster mode, a process of its",
+            "own speaking remoting to the broker) in front of Sidewinder's broker and of RocketMQ",
+            "5.3.2's; its broker CPU counts the broker and the mqproxy process (RSS: the broker).",
         ]
     spread = median_spread(run)
     if spread is not None:

@@ -91,9 +91,8 @@ def by_module(raw: str, limit: int) -> list[tuple[str, float]]:
     return [(name, 100 * n / total) for name, n in parts.most_common(limit)] if total else []
 
 
-def thread_cpu(pid: int) -> collections.Counter[str]:
-    """CPU-seconds (user + system) of each of a process's threads so far, summed by name."""
-    ticks = os.sysconf("SC_CLK_TCK")
+def thread_ticks(pid: int) -> collections.Counter[str]:
+    """CPU clock ticks (user + system) of each of a process's threads so far, by name."""
     found: collections.Counter[str] = collections.Counter()
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
@@ -102,7 +101,7 @@ def thread_cpu(pid: int) -> collections.Counter[str]:
             continue  # the thread ended
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat[stat.rindex(")") + 2 :].split()
-        found[name] += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+        found[name] += int(fields[11]) + int(fields[12])  # utime, stime
     return found
 
 
@@ -134,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     row = next(r for r in bb.ROWS if r.key == args.row)
     plan = bb.Plan(slice_s=args.seconds, rounds=args.slices, warm_passes=1, sides=(args.side,))
     root = Path(tempfile.mkdtemp(prefix="profile-broker-"))
-    side = bb.start_side(args.side, row.flush, root, grpc=row.grpc)
+    side = bb.start_side(args.side, row.flush, root, grpc=row.grpc, proxy=row.proxy)
     threads: collections.Counter[str] = collections.Counter()
     spy: subprocess.Popen[bytes] | None = None
     try:
@@ -146,10 +145,10 @@ def main(argv: list[str] | None = None) -> int:
             if pass_no >= 1 and args.py_spy is not None:
                 # Only around the measured row: a pull or pop row's feeding produce stays out.
                 spy = start_spy(args.py_spy, side.broker_pid, root / f"py-spy-{pass_no}.txt")
-            before = thread_cpu(side.broker_pid)
+            before = thread_ticks(side.broker_pid)
             done = bb.run_slice(side, row, plan, pass_no)
             if pass_no >= 1:
-                threads.update(thread_cpu(side.broker_pid))
+                threads.update(thread_ticks(side.broker_pid))
                 threads.subtract(before)
             if spy is not None:
                 stop_spy(spy)
@@ -173,8 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(threads.values())
     if total > 0:
         print("\nbroker CPU by thread (counted slices):")
-        for name, cpu_s in threads.most_common(args.top):
-            print(f"  {100 * cpu_s / total:5.1f}%  {cpu_s:7.2f} s  {name}")
+        for name, ticks in threads.most_common(args.top):
+            cpu_s = ticks / os.sysconf("SC_CLK_TCK")
+            print(f"  {100 * ticks / total:5.1f}%  {cpu_s:7.2f} s  {name}")
     if collapsed:
         own, inclusive = top_functions(collapsed, args.top)
         print("\nown time:")

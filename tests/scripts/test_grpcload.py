@@ -22,7 +22,7 @@ from tests.helpers import unique
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 
-from bench_broker import ROWS, with_sources
+from bench_broker import ROWS, SIDES, with_sources
 from loadgen_grpc import generator, to_load
 
 TOPIC_NOT_FOUND = 40402
@@ -95,7 +95,7 @@ def test_an_unknown_topic_is_refused_by_code_not_a_crash(front: tuple[str, str])
     assert to_load({**out, "errors": {"grpc-4": 2}}).failed == {-4: 2}  # DEADLINE_EXCEEDED
 
 
-def test_grpc_rows_run_on_sidewinder_alone_beside_their_remoting_rows() -> None:
+def test_grpc_rows_run_where_a_front_can() -> None:
     rows = {row.key: row for row in ROWS}
     send, receive = rows["grpc-produce"], rows["grpc-pop"]
     assert with_sources(["grpc-pop"]) == ("grpc-produce", "grpc-pop")
@@ -104,6 +104,9 @@ def test_grpc_rows_run_on_sidewinder_alone_beside_their_remoting_rows() -> None:
     for row in (send, receive):
         assert row.grpc and row.runs_on("sidewinder")
         assert not any(row.runs_on(side) for side in ("rocketmq", "rocketmq5", "redis"))
+    proxied = rows["grpc-proxy-produce"]
+    assert proxied.grpc and proxied.proxy and proxied.topic not in (send.topic, "BenchLean1K")
+    assert [side for side in SIDES if proxied.runs_on(side)] == ["sidewinder", "rocketmq5"]
 
 
 def test_the_module_pins_the_go5_drivers_client_version() -> None:
