@@ -94,6 +94,11 @@ class BenchCache:
         return self.root / "go5" / "go5-driver"
 
     @property
+    def grpcload(self) -> Path:
+        """scripts/grpcload built: the lean gRPC load generator of the bench."""
+        return self.root / "grpcload" / "grpcload"
+
+    @property
     def fixtures(self) -> Path:
         return self.root / "fixtures"
 

@@ -33,11 +33,13 @@ from interop.cache import (
     INTEROP_DIR,
     JAVA5GRPC_CLIENT_ARTIFACT,
     PY5_CLIENT_PACKAGE,
+    REPO_ROOT,
     BenchCache,
     bench_cache,
 )
 
 MAVEN_ROLES = ("server", "client", "bench", "server5", "client5")
+GRPCLOAD_DIR = REPO_ROOT / "scripts" / "grpcload"
 
 
 class InstallError(RuntimeError):
@@ -72,7 +74,9 @@ def _run(
 def _digest(paths: Iterable[Path], *extra: str) -> str:
     h = hashlib.sha256()
     for path in sorted(paths):
-        h.update(str(path.relative_to(INTEROP_DIR)).encode())
+        # Paths under interop/ relative to it (the stamps of earlier steps stay valid).
+        base = INTEROP_DIR if path.is_relative_to(INTEROP_DIR) else REPO_ROOT
+        h.update(str(path.relative_to(base)).encode())
         h.update(path.read_bytes())
     for item in extra:
         h.update(item.encode())
@@ -307,6 +311,11 @@ def install_go5(cache: BenchCache) -> str:
     return _go_build(cache, "go5", DRIVERS_DIR / "go5", cache.go5_driver)
 
 
+def install_grpcload(cache: BenchCache) -> str:
+    # The bench's lean gRPC load generator: raw grpc-go on the v2 stubs of the module go5 pins.
+    return _go_build(cache, "grpcload", GRPCLOAD_DIR, cache.grpcload)
+
+
 def _go_build(cache: BenchCache, step: str, src: Path, output: Path) -> str:
     """`go build` a driver module into the cache; its go.mod and go.sum pin every module."""
     inputs = [p for p in src.rglob("*") if p.is_file() and p.suffix in {".go", ".mod", ".sum"}]
@@ -330,11 +339,16 @@ STEPS: dict[str, Callable[[BenchCache], str]] = {
     "node": install_node,
     "go": install_go,
     "go5": install_go5,
+    "grpcload": install_grpcload,
 }
 
 
 def install(
-    steps: Iterable[str] = STEPS, *, force: bool = False, cache: BenchCache | None = None
+    steps: Iterable[str] = STEPS,
+    *,
+    force: bool = False,
+    cache: BenchCache | None = None,
+    quiet: bool = False,
 ) -> None:
     cache = cache or bench_cache()
     steps = list(steps)
@@ -343,6 +357,8 @@ def install(
     for name in steps:
         started = time.monotonic()
         outcome = STEPS[name](cache)
+        if quiet and outcome == "up to date":
+            continue
         print(
             f"interop.install {name:<6} {outcome} ({time.monotonic() - started:.1f} s)", flush=True
         )

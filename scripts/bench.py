@@ -13,7 +13,11 @@ The sides (`--targets`): Sidewinder, RocketMQ 4.9.7, RocketMQ 5.3.2 (the real 5.
 broker.conf and heap as 4.9.7) and Redis, side by side, taking turns in short slices. The rows
 (`--rows`): produce 1 KiB ASYNC_FLUSH and SYNC_FLUSH, consume (pull 32), the unloaded SYNC_FLUSH
 ack (window 1), 128 B and 4 KiB bodies, batch send, and pop (RocketMQ 5's POP consumption: pop
-32 from any queue, ack each message; only Sidewinder and RocketMQ 5.3.2 serve it). Per row:
+32 from any queue, ack each message; only Sidewinder and RocketMQ 5.3.2 serve it), and the
+same two through Sidewinder's own gRPC front (grpc-produce: SendMessage 1 KiB, 4 × 64;
+grpc-pop: ReceiveMessage 32 + one AckMessage per message), by scripts/grpcload (Go, built into
+the interop cache when missing), on the same broker as the remoting rows; grpc-proxy-produce
+sends the same through our mqproxy in front of Sidewinder's and RocketMQ 5.3.2's brokers. Per row:
 msg/s, ack p50/p99, broker CPU-seconds per 100,000 messages, broker RSS, and Sidewinder /
 RocketMQ 4.9.7 and Sidewinder / RocketMQ 5.3.2. It exits 1 if a send, pop or ack went
 unanswered or was refused, if a pull did not read back exactly what was produced, or if a

@@ -15,8 +15,15 @@ The rows (ROWS), each on the broker of its flush mode: produce 1 KiB ASYNC_FLUSH
 (4 connections × 64 in flight), consume (PULL_MESSAGE 32 of what the first produced), the
 unloaded SYNC_FLUSH ack (1 × 1), produce 128 B and 4 KiB, batch send (16 × 1 KiB), and POP
 (RocketMQ 5's consumption: POP_MESSAGE 32 from any queue, then one ACK_MESSAGE per message, of
-what the 1 KiB produce row wrote, by a consumer group of its own per side). Redis has no batch
-send and no POP; RocketMQ 4.9.7 has no POP: their cells of those rows stay empty. A row that reads
+what the 1 KiB produce row wrote, by a consumer group of its own per side), and the gRPC rows
+(grpc-produce: SendMessage 1 KiB, 4 connections × 64 in flight; grpc-pop: ReceiveMessage 32,
+then one AckMessage per message, of what grpc-produce wrote) through Sidewinder's own gRPC
+front (grpcServerPort: its broker serves it for the whole run when a gRPC row is picked) by
+scripts/grpcload (loadgen_grpc.py); and grpc-proxy-produce, the same sends through our mqproxy
+(cluster mode) in front of Sidewinder's broker and of RocketMQ 5.3.2's, the mqproxy's CPU
+counted with the broker's. Redis has no batch send and no POP; RocketMQ 4.9.7 has no POP;
+neither RocketMQ has a gRPC front of its own here (4.9.7 has none, 5.3.2's proxy cannot run):
+their cells of those rows stay empty. A row that reads
 (consume, pop) brings the produce row that writes its topic along when rows are picked.
 
 For each flush mode, one fresh broker of each kind runs. Then, pass after pass, every row runs
@@ -38,7 +45,7 @@ import statistics
 import subprocess
 from array import array
 from collections.abc import Callable, Coroutine, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +68,7 @@ from interop.ports import lease_port_block
 from interop.processes import ManagedProcess, can_connect
 from interop.rocketmq import RocketMQCluster
 from interop.rocketmq5 import ROCKETMQ5_VERSION, RocketMQ5Cluster
+from interop.sidewinder import MqProxy
 from interop.target import create_target
 from sidewinder.client.admin import Admin
 
@@ -73,6 +81,8 @@ SIDE_NAMES = {
     "redis": "Redis Streams",
 }
 POP_SIDES = ("sidewinder", "rocketmq5")  # the brokers that serve POP_MESSAGE
+GRPC_SIDES = ("sidewinder",)  # a gRPC front in the broker (grpcServerPort, local mode)
+PROXY_SIDES = ("sidewinder", "rocketmq5")  # brokers our mqproxy (cluster mode) fronts here
 POP_GROUP = "bench_lean_pop"
 REDIS_START_TIMEOUT_S = 30.0
 
@@ -90,9 +100,15 @@ class RowSpec:
     connections: int = 4
     window: int = 64  # requests in flight per connection (pop: consumers per connection)
     redis: bool = True  # Redis has a form of it (no batch send: XADD is one entry)
+    grpc: bool = False  # through the broker's own gRPC front (scripts/grpcload), not remoting
+    proxy: bool = False  # gRPC through our mqproxy in front of the broker (its CPU counted)
 
     def runs_on(self, side: str) -> bool:
-        """Whether the side has this row's form: Redis no batch, only 5.x brokers POP."""
+        """Whether the side has this row's form: Redis no batch, only 5.x brokers POP, only
+        Sidewinder's broker a gRPC front of its own (RocketMQ 5.3.2's proxy cannot run here),
+        our mqproxy in front of Sidewinder's broker and RocketMQ 5.3.2's."""
+        if self.grpc:
+            return side in (PROXY_SIDES if self.proxy else GRPC_SIDES)
         if self.kind == "pop":
             return side in POP_SIDES
         return side != "redis" or self.redis
@@ -133,6 +149,33 @@ ROWS = (
         "pop",
         window=2,
         redis=False,
+    ),
+    RowSpec(
+        "grpc-produce",
+        "async",
+        "gRPC SendMessage 1 KiB, ASYNC_FLUSH, 4 conns × 64",
+        "BenchGrpc1K",
+        redis=False,
+        grpc=True,
+    ),
+    RowSpec(
+        "grpc-pop",
+        "async",
+        "gRPC receive 32 + ack, 1 KiB, 4 conns × 2 consumers",
+        "BenchGrpc1K",
+        "pop",
+        window=2,
+        redis=False,
+        grpc=True,
+    ),
+    RowSpec(
+        "grpc-proxy-produce",
+        "async",
+        "gRPC SendMessage 1 KiB via mqproxy, ASYNC_FLUSH, 4 conns × 64",
+        "BenchProxy1K",
+        redis=False,
+        grpc=True,
+        proxy=True,
     ),
 )
 
@@ -231,6 +274,9 @@ class Side:
     broker_pid: int
     broker_name: str
     stop: Callable[[], None]
+    grpc_addr: str | None = None  # the broker's own gRPC front, when a gRPC row runs
+    proxy_addr: str | None = None  # our mqproxy in front of it, when a mqproxy row runs
+    proxy_pid: int | None = None
     produced: dict[str, list[int]] = field(default_factory=dict)  # topic -> per queue
     pulled: dict[str, list[int]] = field(default_factory=dict)
     popped: dict[str, int] = field(default_factory=dict)  # topic -> messages pops handed out
@@ -244,13 +290,33 @@ class Side:
             raise RuntimeError(f"the {self.kind} broker (pid {self.broker_pid}) is gone")
         return usage
 
+    def cpu_s(self, with_proxy: bool = False) -> float:
+        """The broker's CPU-seconds so far, and its mqproxy's with `with_proxy`."""
+        cpu = self.usage().cpu_s
+        if with_proxy and self.proxy_pid is not None:
+            proxy = ref.tree_usage(self.proxy_pid)
+            if proxy is None:
+                raise RuntimeError(f"the mqproxy in front of {self.kind} is gone")
+            cpu += proxy.cpu_s
+        return cpu
 
-def start_side(kind: str, flush: str, workdir: Path) -> Side:
-    """A fresh broker of `kind` with the bench's broker.conf and the rows' topics."""
+
+def start_side(
+    kind: str, flush: str, workdir: Path, grpc: bool = False, proxy: bool = False
+) -> Side:
+    """A fresh broker of `kind` with the bench's broker.conf and the rows' topics; with `grpc`,
+    Sidewinder's broker also serves its own gRPC front (grpcServerPort, RocketMQ's local
+    mode) for the whole run, so the remoting rows measure the same broker; with `proxy`, our
+    mqproxy (cluster mode) runs in front of the broker of a side in PROXY_SIDES."""
     if kind == "redis":
         server = RedisServer(workdir, flush).start()
         return Side(kind, ("127.0.0.1", server.port), server.pid, "redis", server.stop)
     conf = ref.bench_broker_conf(ref.FLUSH_MODES[flush])
+    grpc_addr = None
+    if grpc and kind in GRPC_SIDES:
+        port = lease_port_block()
+        conf = {**conf, "grpcServerPort": str(port)}
+        grpc_addr = f"127.0.0.1:{port}"
     cluster: Any
     if kind == "rocketmq":
         cluster = RocketMQCluster(workdir, broker_conf=conf, broker_heap_mb=ref.BROKER_HEAP_MB)
@@ -266,7 +332,24 @@ def start_side(kind: str, flush: str, workdir: Path) -> Side:
         cluster.stop()
         raise
     host, port = cluster.broker_addr.rsplit(":", 1)
-    return Side(kind, (host, int(port)), cluster.broker.pid, cluster.broker_name, cluster.stop)
+    side = Side(
+        kind, (host, int(port)), cluster.broker.pid, cluster.broker_name, cluster.stop, grpc_addr
+    )
+    if proxy and kind in PROXY_SIDES:
+        try:
+            front = MqProxy(workdir / "mqproxy", cluster.namesrv_addr).start()
+        except BaseException:
+            cluster.stop()
+            raise
+
+        def stop() -> None:
+            try:
+                front.stop()
+            finally:
+                cluster.stop()
+
+        side.stop, side.proxy_addr, side.proxy_pid = stop, front.endpoints, front.process.pid
+    return side
 
 
 async def _create_topics(namesrv_addr: str, topics: list[str]) -> None:
@@ -309,8 +392,12 @@ class Slice:
 
 
 def run_slice(side: Side, row: RowSpec, plan: Plan, pass_no: int) -> Slice:
-    meter = Meter(lambda: side.usage().cpu_s)
-    load = uvloop.run(_load(side, row, plan, meter))
+    meter = Meter(lambda: side.cpu_s(row.proxy))
+    load = (
+        _grpc_load(side, row, plan, meter)
+        if row.grpc
+        else uvloop.run(_load(side, row, plan, meter))
+    )
     latencies = array("q", sorted(load.latencies_ns))
     if row.kind == "produce":
         produced = side.produced.setdefault(row.topic, [0] * QUEUES)
@@ -367,6 +454,35 @@ def _load(side: Side, row: RowSpec, plan: Plan, meter: Meter) -> Coroutine[Any, 
     return pull(side.addr, pulls, offsets, targets, **limits)
 
 
+def _grpc_load(side: Side, row: RowSpec, plan: Plan, meter: Meter) -> Load:
+    """The row through the broker's gRPC front, by scripts/grpcload (loadgen_grpc.py)."""
+    from loadgen_grpc import grpc_receive, grpc_send
+
+    addr = side.proxy_addr if row.proxy else side.grpc_addr
+    assert addr is not None
+    if row.kind == "produce":
+        return grpc_send(
+            addr,
+            row.topic,
+            row.connections,
+            row.window,
+            body=row.body,
+            seconds=plan.slice_s,
+            meter=meter,
+        )
+    left = sum(side.produced.get(row.topic, [])) - side.popped.get(row.topic, 0)
+    return grpc_receive(
+        addr,
+        row.topic,
+        f"{side.pop_group}_grpc",
+        row.connections,
+        row.window,
+        budget=left,
+        seconds=plan.slice_s,
+        meter=meter,
+    )
+
+
 @dataclass
 class Run:
     """Everything one broker-bound run measured."""
@@ -389,11 +505,19 @@ def run_broker_bench(plan: Plan, root: Path) -> Run:
     if not sides:
         run.notes.append("no side to measure")
         return run
+    grpc_rows = any(row.grpc for flush in plan.flushes for row in plan.rows_of(flush))
+    if grpc_rows and (why := _grpc_missing()) is not None:
+        ref.log(why)
+        run.notes.append(why)
+        plan = replace(plan, rows=tuple(k for k in plan.rows if not _row(k).grpc))
+        run.plan = plan
     for flush in plan.flushes:
         rows = plan.rows_of(flush)
         if not rows:
             continue
-        with _running_sides(sides, flush, root / flush) as running:
+        grpc = any(row.grpc and not row.proxy for row in rows)
+        proxy = any(row.proxy for row in rows)
+        with _running_sides(sides, flush, root / flush, grpc, proxy) as running:
             for pass_no in range(plan.warm_passes + plan.rounds):
                 turn = pass_no % len(running)
                 order = running[turn:] + running[:turn]
@@ -408,13 +532,28 @@ def run_broker_bench(plan: Plan, root: Path) -> Run:
     return run
 
 
+def _grpc_missing() -> str | None:
+    """Why there can be no gRPC rows here (the generator does not build), or None."""
+    from loadgen_grpc import generator
+
+    from interop.install import InstallError
+
+    try:
+        generator()
+    except InstallError as exc:
+        return f"scripts/grpcload does not build ({exc}): no gRPC rows"
+    return None
+
+
 @contextlib.contextmanager
-def _running_sides(kinds: list[str], flush: str, root: Path) -> Iterator[list[Side]]:
+def _running_sides(
+    kinds: list[str], flush: str, root: Path, grpc: bool = False, proxy: bool = False
+) -> Iterator[list[Side]]:
     running: list[Side] = []
     try:
         for kind in kinds:
             ref.log(f"[{flush}] starting {SIDE_NAMES[kind]} ({ref.FLUSH_MODES[flush]})")
-            running.append(start_side(kind, flush, root / kind))
+            running.append(start_side(kind, flush, root / kind, grpc, proxy))
         yield running
     finally:
         for side in running:
@@ -609,7 +748,7 @@ def render(run: Run) -> str:
             )
             + " |"
         )
-    out += ["", *_legend(run), *_target_lines(run), *_check_lines(run)]
+    out += ["", *_legend(run), *_target_lines(run), *_grpc_lines(run), *_check_lines(run)]
     return "\n".join(out)
 
 
@@ -657,6 +796,26 @@ def _target_lines(run: Run) -> list[str]:
     return lines if len(lines) > 2 else []
 
 
+GRPC_PAIRS = (("grpc-produce", "produce"), ("grpc-pop", "pop"))  # gRPC row, remoting row
+
+
+def _grpc_lines(run: Run) -> list[str]:
+    """Each gRPC row against the remoting row of the same shape, on the same broker."""
+    lines = []
+    for grpc, remoting in GRPC_PAIRS:
+        ours, theirs = summarize(run, grpc, "sidewinder"), summarize(run, remoting, "sidewinder")
+        if ours is None or theirs is None:
+            continue
+        rate = ours.per_second / theirs.per_second if theirs.per_second else 0.0
+        cpu = _ratio(ours.cpu_per_100k_s, theirs.cpu_per_100k_s)
+        lines.append(
+            f"- {grpc} / {remoting}: {rate:.3f}× the msg/s at {cpu} the broker CPU per message "
+            f"({ours.cpu_per_100k_s or 0:.2f} against {theirs.cpu_per_100k_s or 0:.2f} CPU-s "
+            "per 100k)"
+        )
+    return ["", "gRPC against remoting (Sidewinder, the same broker):", *lines] if lines else []
+
+
 def _legend(run: Run) -> list[str]:
     counted = [s for s in run.slices if not s.warm]
     busiest = max(counted, key=lambda s: s.own_cores, default=None)
@@ -676,6 +835,23 @@ def _legend(run: Run) -> list[str]:
             "counts acked messages, the latencies are the acks' round trips. RocketMQ 4.9.7 and",
             "Redis have no POP: their cells stay empty. The check point and ack records a pop",
             "writes come due 60 s later (timer, then revive service), in later slices of any row.",
+        ]
+    if any(_row(s.row).grpc for s in run.slices):
+        lines += [
+            "gRPC rows: through the broker's own gRPC front (grpcServerPort, local mode; the",
+            "broker serves it during every row of the run) by scripts/grpcload (Go, raw grpc-go",
+            "on the v2 stubs, requests marshalled once, the stock Go client's metadata). Send:",
+            "SendMessage, one message per call. Receive: ReceiveMessage (batch 32, long polling",
+            "5 s, invisible 60 s), then one AckMessage per message, all at once, as the Java, Go",
+            "and Python 5.x clients ack; msg/s counts acked messages, latencies are the acks'.",
+            "RocketMQ 4.9.7 has no gRPC and RocketMQ 5.3.2's proxy cannot run here: their cells",
+            "stay empty. Generator cores of a gRPC row: the Go process's own (getrusage).",
+        ]
+    if any(_row(s.row).proxy for s in run.slices):
+        lines += [
+            "mqproxy row: the same sends through our mqproxy (cluster mode, a process of its",
+            "own speaking remoting to the broker) in front of Sidewinder's broker and of RocketMQ",
+            "5.3.2's; its broker CPU counts the broker and the mqproxy process (RSS: the broker).",
         ]
     spread = median_spread(run)
     if spread is not None:

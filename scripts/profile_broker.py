@@ -7,7 +7,10 @@ The broker is started fresh (as scripts/bench_broker.py starts it), loaded by th
 for one uncounted warm slice and then `--slices` counted ones; each slice prints msg/s, ack p50
 and the broker's CPU-microseconds per message. With `--py-spy`, py-spy samples the broker (and
 its threads) during the counted slices, and the top functions by own time and by time
-including callees are printed: profile before optimising. py-spy lives in a tools venv of its
+including callees are printed: profile before optimising. The broker's CPU by thread (from
+/proc, over the counted slices) is printed too: threads that run no Python (grpcio's own, the
+Rust syncer) are invisible to py-spy's Python frames. The gRPC rows (`--row grpc-produce`) load
+the broker's own gRPC front. py-spy lives in a tools venv of its
 own (`python -m venv /tmp/tools && /tmp/tools/bin/pip install py-spy`), not in the project's.
 """
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import re
 import shutil
 import subprocess
@@ -57,6 +61,50 @@ def top_functions(raw: str, limit: int) -> tuple[list[tuple[str, float]], list[t
     return shares(own), shares(inclusive)
 
 
+_MODULE = re.compile(r"\((sidewinder/[^:)]+)")
+
+
+def by_module(raw: str, limit: int) -> list[tuple[str, float]]:
+    """Shares by the deepest frame of ours in each sample: which of our modules the time was
+    spent under (its callees in libraries included; a process's entry module does not count);
+    samples with no frame of ours go by their innermost frame: C code that the event loop runs
+    shows as Runner.run, a thread's (grpcio's poller) as Thread.run, the store's executors'
+    native calls as _worker."""
+    parts: collections.Counter[str] = collections.Counter()
+    for line in raw.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        frames = [f for f in stack.split(";") if f and not f.startswith(("process ", "thread "))]
+        if not frames:
+            continue
+        ours = next(
+            (
+                m.group(1)
+                for f in reversed(frames)
+                if (m := _MODULE.search(f)) and not m.group(1).endswith("__main__.py")
+            ),
+            None,
+        )
+        parts[ours or "no frame of ours: " + _LINE.sub(")", frames[-1])] += int(count_text)
+    total = sum(parts.values())
+    return [(name, 100 * n / total) for name, n in parts.most_common(limit)] if total else []
+
+
+def thread_ticks(pid: int) -> collections.Counter[str]:
+    """CPU clock ticks (user + system) of each of a process's threads so far, by name."""
+    found: collections.Counter[str] = collections.Counter()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue  # the thread ended
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        found[name] += int(fields[11]) + int(fields[12])  # utime, stime
+    return found
+
+
 def start_spy(py_spy: Path, pid: int, raw: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
@@ -85,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     row = next(r for r in bb.ROWS if r.key == args.row)
     plan = bb.Plan(slice_s=args.seconds, rounds=args.slices, warm_passes=1, sides=(args.side,))
     root = Path(tempfile.mkdtemp(prefix="profile-broker-"))
-    side = bb.start_side(args.side, row.flush, root)
+    side = bb.start_side(args.side, row.flush, root, grpc=row.grpc, proxy=row.proxy)
+    threads: collections.Counter[str] = collections.Counter()
     spy: subprocess.Popen[bytes] | None = None
     try:
         feeder = next((r for r in bb.ROWS if r.topic == row.topic and r.kind == "produce"), row)
@@ -96,7 +145,11 @@ def main(argv: list[str] | None = None) -> int:
             if pass_no >= 1 and args.py_spy is not None:
                 # Only around the measured row: a pull or pop row's feeding produce stays out.
                 spy = start_spy(args.py_spy, side.broker_pid, root / f"py-spy-{pass_no}.txt")
+            before = thread_ticks(side.broker_pid)
             done = bb.run_slice(side, row, plan, pass_no)
+            if pass_no >= 1:
+                threads.update(thread_ticks(side.broker_pid))
+                threads.subtract(before)
             if spy is not None:
                 stop_spy(spy)
                 spy = None
@@ -116,6 +169,12 @@ def main(argv: list[str] | None = None) -> int:
         collapsed = "\n".join(p.read_text() for p in sorted(root.glob("py-spy-*.txt")))
         # The stores take gigabytes (1 GiB CommitLog files): a run must not leave them behind.
         shutil.rmtree(root, ignore_errors=True)
+    total = sum(threads.values())
+    if total > 0:
+        print("\nbroker CPU by thread (counted slices):")
+        for name, ticks in threads.most_common(args.top):
+            cpu_s = ticks / os.sysconf("SC_CLK_TCK")
+            print(f"  {100 * ticks / total:5.1f}%  {cpu_s:7.2f} s  {name}")
     if collapsed:
         own, inclusive = top_functions(collapsed, args.top)
         print("\nown time:")
@@ -123,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {share:5.1f}%  {name}")
         print("\nincluding callees:")
         for name, share in inclusive:
+            print(f"  {share:5.1f}%  {name}")
+        print("\nby our innermost module:")
+        for name, share in by_module(collapsed, args.top):
             print(f"  {share:5.1f}%  {name}")
     return 0
 
