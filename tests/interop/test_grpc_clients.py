@@ -570,3 +570,29 @@ def test_competing_consumers_of_a_group_share_its_messages_without_duplicates(
         for consumer in consumers:
             consumer.kill()
     assert sorted(got) == sorted(sent), [c.events_so_far()[-3:] for c in consumers]
+
+
+def test_a_5x_producers_messages_reach_a_4x_consumer_and_queries(
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+) -> None:
+    """What a 5.x client sends is a 4.x message: the stock Java 4.x consumer gets it with its
+    tag, keys, properties and message id (UNIQ_KEY), and mqadmin finds it by key and by id."""
+    from interop.mqadmin import mqadmin
+    from tests.interop.scenarios import consume
+
+    topic, group = _topic_and_group(client, pop_target)
+    produced = run_driver(
+        PYTHON5, "produce", endpoints=front, topic=topic, count=3, tag="TagQ", prop=["n=v"]
+    )
+    sent = produced.check().sent()
+    got = consume(pop_target, "java", topic, 3, group=group).check().received()
+    assert sorted(e["msgId"] for e in got) == sorted(e["msgId"] for e in sent)
+    for event in got:
+        assert event["tags"] == "TagQ" and event["properties"] == {"n": "v"}, event
+    assert sorted(e["keys"] for e in got) == sorted(e["keys"] for e in sent)
+    ns = pop_target.namesrv_addr
+    key = sent[0]["keys"]
+    by_key = mqadmin(ns, "queryMsgByKey", "-t", topic, "-k", key).stdout
+    assert sent[0]["msgId"] in by_key, by_key
+    by_id = mqadmin(ns, "queryMsgByUniqueKey", "-t", topic, "-i", sent[1]["msgId"]).stdout
+    assert "TagQ" in by_id and sent[1]["msgId"] in by_id, by_id
