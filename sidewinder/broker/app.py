@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from sidewinder.broker.acl.errors import AclDenied
-from sidewinder.broker.acl.plain import PlainAclFiles
-from sidewinder.broker.acl.validator import AclValidator
+from sidewinder.acl.plain import PlainAclFiles
+from sidewinder.acl.validator import AclValidator
 from sidewinder.broker.clients import Clients, ConsumerGroup
 from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
@@ -366,29 +365,16 @@ class BrokerApp:
     async def _start_grpc(self, host: str) -> None:
         """RocketMQ 5's gRPC front in local mode: the same front as mqproxy, its routes from
         this broker's name servers, its requests to this broker over loopback remoting."""
-        from sidewinder.proxy.auth import Forbidden
+        from sidewinder.proxy.auth import acl_checks
         from sidewinder.proxy.grpc_server import GrpcFront  # grpc only when it is on
         from sidewinder.proxy.messaging import MessagingActivity
 
         port = self.config.grpc_server_port or 0
         if not self.config.namesrv_addrs:
             raise ValueError("grpcServerPort needs namesrvAddr: the gRPC front finds routes there")
-        acl = self.acl
-        secret_of = permit = None
-        if acl is not None:
-
-            def secret_of(access_key: str) -> str | None:
-                account = acl.snapshot.accounts.get(access_key)
-                return None if account is None else account.secret_key
-
-            def permit(access_key: str, needed: list[tuple[str, int]], address: str) -> None:
-                try:
-                    acl.permit(access_key, needed, address)
-                except AclDenied as exc:
-                    raise Forbidden(str(exc)) from None
-
+        checks = acl_checks(self.acl) if self.acl is not None else (None, None)
         activity = MessagingActivity(
-            self.config.namesrv_addrs, (self.config.broker_ip1, port), secret_of, permit
+            self.config.namesrv_addrs, (self.config.broker_ip1, port), *checks
         )
         self.grpc = GrpcFront(activity, host, port, tls=self.config.tls)
         await self.grpc.start()

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sidewinder.broker.metadata import DataVersion, JsonTable
+from sidewinder.broker.metadata import JsonTable
 from sidewinder.broker.retry_policy import DEFAULT_RETRY_POLICY, retry_policy_from_json
+from sidewinder.protocol.data_version import DataVersion
 
 
 @dataclass(frozen=True)

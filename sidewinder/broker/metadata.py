@@ -7,7 +7,6 @@ broker calls `persist` from an executor.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,26 +16,6 @@ from sidewinder.common.fileio import read_with_backup, write_atomic
 from sidewinder.protocol import body
 
 log = structlog.get_logger(__name__)
-
-
-class DataVersion:
-    """RocketMQ's DataVersion: a timestamp and a counter bumped on every change."""
-
-    def __init__(self, timestamp: int | None = None, counter: int = 0) -> None:
-        self.timestamp = timestamp if timestamp is not None else int(time.time() * 1000)
-        self.counter = counter
-
-    def bump(self) -> None:
-        self.timestamp = int(time.time() * 1000)
-        self.counter += 1
-
-    def to_json(self) -> dict[str, int]:
-        return {"counter": self.counter, "timestamp": self.timestamp}
-
-    @classmethod
-    def from_json(cls, value: Any) -> DataVersion:
-        value = value or {}
-        return cls(int(value.get("timestamp", 0)), int(value.get("counter", 0)))
 
 
 class JsonTable:

@@ -11,7 +11,8 @@ from typing import Any
 
 from sidewinder.broker.attributes import MESSAGE_TYPE
 from sidewinder.broker.config import PERM_INHERIT, PERM_READ, PERM_WRITE, BrokerConfig
-from sidewinder.broker.metadata import DataVersion, JsonTable
+from sidewinder.broker.metadata import JsonTable
+from sidewinder.protocol.data_version import DataVersion
 from sidewinder.protocol.message import reply_topic
 from sidewinder.protocol.topics import AUTO_CREATE_TOPIC_KEY as AUTO_CREATE_TOPIC_KEY
 from sidewinder.protocol.topics import FIXED_SYSTEM_TOPICS as FIXED_SYSTEM_TOPICS

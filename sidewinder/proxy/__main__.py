@@ -6,21 +6,29 @@ Sidewinder's or RocketMQ's alike; several may run. Stops on SIGTERM / SIGINT.
 
 TLS and plaintext share the port (tls.server.mode permissive, RocketMQ's default, with a
 self-signed certificate in tls.test.mode.enable); `-c` takes a properties file with RocketMQ's
-tls.* keys (tls.server.mode, tls.test.mode.enable, tls.server.certPath, tls.server.keyPath).
+tls.* keys (tls.server.mode, tls.test.mode.enable, tls.server.certPath, tls.server.keyPath)
+and the broker's ACL keys: with aclEnable=true, calls are checked against the plain ACL files
+under rocketmqHome (else $ROCKETMQ_HOME: conf/plain_acl.yml and conf/acl/*.yml, reloaded when
+they change), and what the proxy asks of the brokers is signed with the caller's account.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 from pathlib import Path
 
 import uvloop
 
+from sidewinder.acl.errors import AclConfigError
+from sidewinder.acl.plain import PlainAclFiles
+from sidewinder.acl.validator import AclValidator
 from sidewinder.common.log import configure_logging
 from sidewinder.common.properties import read_properties
-from sidewinder.common.service import serve_until_signalled
+from sidewinder.common.service import cancel_and_wait, serve_until_signalled
+from sidewinder.proxy.auth import acl_checks
 from sidewinder.proxy.grpc_server import GrpcFront
 from sidewinder.proxy.messaging import MessagingActivity
 from sidewinder.remoting.tls import TlsConfig, TlsError
@@ -28,17 +36,27 @@ from sidewinder.remoting.tls import TlsConfig, TlsError
 DEFAULT_GRPC_PORT = 8081  # RocketMQ's grpcServerPort
 
 
-async def serve(namesrv: list[str], host: str, port: int, tls: TlsConfig) -> None:
+async def serve(
+    namesrv: list[str], host: str, port: int, tls: TlsConfig, acl: AclValidator | None
+) -> None:
     advertised = "127.0.0.1" if host in ("0.0.0.0", "") else host
-    activity = MessagingActivity(namesrv, (advertised, port))
+    checks = acl_checks(acl) if acl is not None else (None, None)
+    activity = MessagingActivity(namesrv, (advertised, port), *checks)
     front = GrpcFront(activity, host, port, tls=tls)
+    watching: list[asyncio.Task[None]] = []
+
+    async def start() -> None:
+        await front.start()
+        if acl is not None:
+            watching.append(asyncio.get_running_loop().create_task(acl.watch()))
 
     async def stop() -> None:
+        await cancel_and_wait(watching)
         await front.stop()
         await activity.close()
 
     await serve_until_signalled(
-        front.start,
+        start,
         stop,
         lambda: f"The proxy boot success. gRPC port {front.port}, name server {';'.join(namesrv)}",
     )
@@ -55,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--grpcServerPort", dest="port", type=int, default=DEFAULT_GRPC_PORT)
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
-    parser.add_argument("-c", "--configFile", dest="config", type=Path, help="tls.* properties")
+    parser.add_argument(
+        "-c", "--configFile", dest="config", type=Path, help="tls.* and ACL properties"
+    )
     args = parser.parse_args(argv)
     namesrv = [a.strip() for a in args.namesrv.split(";") if a.strip()]
     if not namesrv:
@@ -65,13 +85,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mqproxy: grpcServerPort {args.port} is not a port", file=sys.stderr)
         return 2
     try:
-        tls = TlsConfig.load(read_properties(args.config) if args.config else {})
+        conf = read_properties(args.config) if args.config else {}
+        tls = TlsConfig.load(conf)
     except (OSError, TlsError, ValueError) as exc:
         print(f"mqproxy: {exc}", file=sys.stderr)
         return 2
     configure_logging(daemon=True)
+    acl = None
+    if conf.get("aclEnable", "false").strip().lower() == "true":
+        home = conf.get("rocketmqHome") or os.environ.get("ROCKETMQ_HOME", "")
+        if not home:
+            print("mqproxy: aclEnable needs rocketmqHome or ROCKETMQ_HOME", file=sys.stderr)
+            return 2
+        try:
+            acl = AclValidator(PlainAclFiles(Path(home)))
+        except AclConfigError as exc:
+            print(f"mqproxy: {exc}", file=sys.stderr)
+            return 2
     try:
-        uvloop.run(serve(namesrv, args.host, args.port, tls))
+        uvloop.run(serve(namesrv, args.host, args.port, tls, acl))
     except TlsError as exc:
         print(f"mqproxy: {exc}", file=sys.stderr)
         return 2

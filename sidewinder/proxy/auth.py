@@ -3,9 +3,13 @@ in the client's name.
 
 A 5.x client signs each call: `authorization: MQv2-HMAC-SHA1 Credential=<AccessKey>,
 SignedHeaders=x-mq-date-time, Signature=<hex HMAC-SHA1(SecretKey, x-mq-date-time)>`. The front
-finds the access key's secret (the accounts of the broker's plain_acl.yml, in local mode),
-checks the signature, and signs the remoting requests it makes for that call with the same
-account, so the broker's own ACL decides what the client may do, as for a 4.x client.
+finds the access key's secret (the accounts of plain_acl.yml: the broker's in local mode,
+mqproxy's own in cluster mode), checks the signature and the call's resources, and signs the
+remoting requests it makes for that call with the same account, so a broker with ACL on decides
+as well, as for a 4.x client.
+
+    secret_of, permit = acl_checks(AclValidator(PlainAclFiles(home)))
+    MessagingActivity(namesrv, endpoints, secret_of, permit)
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sidewinder.acl.errors import AclDenied
+from sidewinder.acl.validator import AclValidator
 from sidewinder.protocol.acl import ANY, PUB, RETRY_PREFIX, SUB, sign_request
 from sidewinder.protocol.command import RemotingCommand
 
@@ -42,6 +48,25 @@ class Unauthorized(Exception):
 
 class Forbidden(Exception):
     """The account may not do what the call asks; the message says why (v2 FORBIDDEN)."""
+
+
+def acl_checks(
+    acl: AclValidator,
+) -> tuple[Callable[[str], str | None], Callable[[str, Needed, str], None]]:
+    """The front's two questions to plain ACL: an access key's secret (None: no such account),
+    and whether an account at an address may have the resources a call needs (Forbidden)."""
+
+    def secret_of(access_key: str) -> str | None:
+        account = acl.snapshot.accounts.get(access_key)
+        return None if account is None else account.secret_key
+
+    def permit(access_key: str, needed: Needed, address: str) -> None:
+        try:
+            acl.permit(access_key, needed, address)
+        except AclDenied as exc:
+            raise Forbidden(str(exc)) from None
+
+    return secret_of, permit
 
 
 def signature(secret_key: str, date_time: str) -> str:

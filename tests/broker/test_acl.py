@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sidewinder.broker.acl.addresses import address_matcher
-from sidewinder.broker.acl.errors import AclConfigError, AclDenied
-from sidewinder.broker.acl.plain import PlainAccessConfig, PlainAclFiles
-from sidewinder.broker.acl.resources import java_hash_map_order
-from sidewinder.broker.acl.validator import AclValidator
+from sidewinder.acl.addresses import address_matcher
+from sidewinder.acl.errors import AclConfigError, AclDenied
+from sidewinder.acl.plain import PlainAccessConfig, PlainAclFiles
+from sidewinder.acl.resources import java_hash_map_order
+from sidewinder.acl.validator import AclValidator
 from sidewinder.client.producer import Producer
 from sidewinder.protocol.acl import Credentials, compute_signature, sign_request
 from sidewinder.protocol.codes import RequestCode, ResponseCode

@@ -24,14 +24,14 @@ from typing import NoReturn
 
 import structlog
 
-from sidewinder.broker.acl.errors import AclConfigError
-from sidewinder.broker.acl.plain import PlainAccessConfig
-from sidewinder.broker.acl.resources import java_hash_map_order
-from sidewinder.broker.acl.validator import AclValidator
+from sidewinder.acl.errors import AclConfigError
+from sidewinder.acl.plain import PlainAccessConfig
+from sidewinder.acl.resources import java_hash_map_order
+from sidewinder.acl.validator import AclValidator
 from sidewinder.broker.config import BrokerConfig
-from sidewinder.broker.metadata import DataVersion
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.data_version import DataVersion
 from sidewinder.protocol.errors import SidewinderError
 from sidewinder.remoting.dispatch import RequestContext
 

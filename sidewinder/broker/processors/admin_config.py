@@ -23,11 +23,11 @@ from sidewinder.broker.config import (
     apply_update,
     black_listed,
 )
-from sidewinder.broker.metadata import DataVersion
 from sidewinder.common.properties import parse_properties, update_properties_file
 from sidewinder.protocol import body
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.data_version import DataVersion
 from sidewinder.protocol.errors import NoPermission, SidewinderError
 from sidewinder.remoting.dispatch import RequestContext
 

@@ -19,17 +19,17 @@ import asyncio
 
 import structlog
 
-from sidewinder.broker.acl import errors as where
-from sidewinder.broker.acl.errors import AclConfigError, AclDenied
-from sidewinder.broker.acl.permission import (
+from sidewinder.acl import errors as where
+from sidewinder.acl.errors import AclConfigError, AclDenied
+from sidewinder.acl.permission import (
     ADMIN_CODES,
     PUB,
     check_permission,
     describe,
     is_group,
 )
-from sidewinder.broker.acl.plain import Account, AclSnapshot, PlainAclFiles
-from sidewinder.broker.acl.resources import needed_perms
+from sidewinder.acl.plain import Account, AclSnapshot, PlainAclFiles
+from sidewinder.acl.resources import needed_perms
 from sidewinder.protocol.acl import ACCESS_KEY, SIGNATURE, compute_signature
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.dispatch import RequestContext

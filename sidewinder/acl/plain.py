@@ -22,15 +22,15 @@ from typing import Any
 import structlog
 import yaml
 
-from sidewinder.broker.acl.addresses import AddressMatcher, address_matcher
-from sidewinder.broker.acl.errors import AclConfigError
-from sidewinder.broker.acl.permission import (
+from sidewinder.acl.addresses import AddressMatcher, address_matcher
+from sidewinder.acl.errors import AclConfigError
+from sidewinder.acl.permission import (
     check_resource_perms,
     parse_perm,
     resource_perms,
 )
-from sidewinder.broker.metadata import DataVersion
 from sidewinder.common.fileio import write_atomic
+from sidewinder.protocol.data_version import DataVersion
 
 log = structlog.get_logger(__name__)
 

@@ -10,7 +10,7 @@ them, so one map holds topics and groups alike.
 
 from __future__ import annotations
 
-from sidewinder.broker.acl.errors import AclConfigError
+from sidewinder.acl.errors import AclConfigError
 from sidewinder.protocol.acl import ANY as ANY
 from sidewinder.protocol.acl import DENY as DENY
 from sidewinder.protocol.acl import PUB as PUB

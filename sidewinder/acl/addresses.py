@@ -14,7 +14,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable
 
-from sidewinder.broker.acl.errors import AclConfigError
+from sidewinder.acl.errors import AclConfigError
 
 AddressMatcher = Callable[[str], bool]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-from sidewinder.broker.acl.errors import PARSE_REQUEST, AclDenied
-from sidewinder.broker.acl.permission import PUB, SUB, is_group, retry_topic
+from sidewinder.acl.errors import PARSE_REQUEST, AclDenied
+from sidewinder.acl.permission import PUB, SUB, is_group, retry_topic
 from sidewinder.protocol import body
 from sidewinder.protocol.codes import RequestCode as R
 from sidewinder.protocol.command import RemotingCommand
