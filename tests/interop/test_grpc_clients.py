@@ -142,6 +142,17 @@ def test_send_and_simple_consume_through_the_brokers_own_front(
     _round_trip(grpc_client, endpoints, topic, group)
 
 
+def test_rust5_over_tls_gets_the_fronts_certificate(
+    local_front: tuple[ClusterTarget, str],
+) -> None:
+    """The front serves TLS on its plaintext port to the Rust client too; the crate trusts only
+    the system's roots (it has no TLS settings), so the test-mode certificate is refused."""
+    _, endpoints = local_front
+    run = run_driver(RUST5, "route", endpoints=endpoints, topic=unique("T"), tls=True)
+    (error,) = run.errors()
+    assert "invalid peer certificate: UnknownIssuer" in error["message"], run.describe()
+
+
 def test_an_empty_receive_ends_within_the_clients_deadline(
     grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
 ) -> None:
