@@ -44,7 +44,10 @@ fn redirect_stdout() {
     let log = OpenOptions::new()
         .create(true)
         .append(true)
-        .open(format!("logs/rust5-driver-stdout-{}.log", std::process::id()))
+        .open(format!(
+            "logs/rust5-driver-stdout-{}.log",
+            std::process::id()
+        ))
         .or_else(|_| OpenOptions::new().write(true).open("/dev/null"));
     if let Ok(log) = log {
         unsafe { libc::dup2(log.as_raw_fd(), 1) };
@@ -89,7 +92,9 @@ fn fail(kind: &str, message: impl Into<String>, status: i32, extra: Map<String, 
 
 fn fail_client(kind: &str, error: &ClientError, status: i32, extra: &[(&str, Value)]) -> ! {
     let mut described = describe(error);
-    let message = described.remove("message").and_then(|m| m.as_str().map(String::from));
+    let message = described
+        .remove("message")
+        .and_then(|m| m.as_str().map(String::from));
     for (k, v) in extra {
         described.insert((*k).into(), v.clone());
     }
@@ -107,7 +112,9 @@ fn unsupported(message: impl Into<String>) -> ! {
 /// Drop the keys whose value is null.
 fn compact(event: Value) -> Value {
     match event {
-        Value::Object(map) => Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).collect()),
+        Value::Object(map) => {
+            Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).collect())
+        }
         other => other,
     }
 }
@@ -189,7 +196,12 @@ fn grpc_status_name(code: tonic::Code) -> &'static str {
 /// in an answer, or the gRPC status (`grpcStatus`) of a call that failed.
 fn describe(error: &ClientError) -> Map<String, Value> {
     let mut out = Map::new();
-    let mut text = format!("{:?}: {} ({})", error.kind(), error.message(), error.operation());
+    let mut text = format!(
+        "{:?}: {} ({})",
+        error.kind(),
+        error.message(),
+        error.operation()
+    );
     for (key, value) in error.context() {
         text.push_str(&format!(", {key}={value}"));
         if *key == "code" {
@@ -222,8 +234,20 @@ fn with_described(mut event: Value, error: &ClientError) -> Value {
 // ------------------------------------------------------------------------------------------
 // command line
 
-const ACTIONS: &[&str] = &["produce", "transact", "simple-consume", "push-consume", "route"];
-const ANSWERS: &[&str] = &["commit", "rollback", "unknown-commit", "unknown-rollback", "unknown"];
+const ACTIONS: &[&str] = &[
+    "produce",
+    "transact",
+    "simple-consume",
+    "push-consume",
+    "route",
+];
+const ANSWERS: &[&str] = &[
+    "commit",
+    "rollback",
+    "unknown-commit",
+    "unknown-rollback",
+    "unknown",
+];
 
 #[derive(Debug, Clone)]
 struct Args {
@@ -274,9 +298,14 @@ fn number<T: std::str::FromStr>(flag: &str, text: &str) -> Result<T, String> {
 }
 
 fn parse_args(argv: &[String]) -> Result<Args, String> {
-    let command = argv.first().ok_or("an action is needed, one of produce, transact, simple-consume, push-consume, route")?;
+    let command = argv.first().ok_or(
+        "an action is needed, one of produce, transact, simple-consume, push-consume, route",
+    )?;
     if !ACTIONS.contains(&command.as_str()) {
-        return Err(format!("unknown action {command:?}; one of {}", ACTIONS.join(", ")));
+        return Err(format!(
+            "unknown action {command:?}; one of {}",
+            ACTIONS.join(", ")
+        ));
     }
     let mut a = Args {
         command: command.clone(),
@@ -334,11 +363,33 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
             return Err(format!("unexpected argument {flag:?}"));
         }
         let known = [
-            "--endpoints", "--topic", "--group", "--timeout", "--request-timeout", "--namespace",
-            "--access-key", "--secret-key", "--count", "--mode", "--tag", "--keys-prefix",
-            "--body-prefix", "--body-size", "--prop", "--start", "--message-group",
-            "--deliver-after-ms", "--answer", "--expect", "--tags", "--sql", "--linger",
-            "--batch-size", "--invisible-duration", "--await-duration", "--reconsume-later",
+            "--endpoints",
+            "--topic",
+            "--group",
+            "--timeout",
+            "--request-timeout",
+            "--namespace",
+            "--access-key",
+            "--secret-key",
+            "--count",
+            "--mode",
+            "--tag",
+            "--keys-prefix",
+            "--body-prefix",
+            "--body-size",
+            "--prop",
+            "--start",
+            "--message-group",
+            "--deliver-after-ms",
+            "--answer",
+            "--expect",
+            "--tags",
+            "--sql",
+            "--linger",
+            "--batch-size",
+            "--invisible-duration",
+            "--await-duration",
+            "--reconsume-later",
             "--threads",
         ];
         if !known.contains(&flag) {
@@ -364,7 +415,9 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
             "--prop" => {
                 let (k, v) = value.split_once('=').unwrap_or(("", ""));
                 if k.trim().is_empty() || v.trim().is_empty() {
-                    return Err(format!("--prop needs K=V with neither blank, got {value:?}"));
+                    return Err(format!(
+                        "--prop needs K=V with neither blank, got {value:?}"
+                    ));
                 }
                 a.props.insert(k.to_string(), v.to_string());
             }
@@ -406,7 +459,10 @@ fn parse_args(argv: &[String]) -> Result<Args, String> {
         }
     }
     if cmd == "transact" && !a.answer.as_deref().is_some_and(|x| ANSWERS.contains(&x)) {
-        return Err(format!("transact needs --answer, one of {}", ANSWERS.join(", ")));
+        return Err(format!(
+            "transact needs --answer, one of {}",
+            ANSWERS.join(", ")
+        ));
     }
     if cmd == "simple-consume" || cmd == "push-consume" {
         if a.group.as_deref().map_or(true, str::is_empty) {
@@ -487,7 +543,11 @@ struct Outgoing {
     delivery_seconds: Option<i64>,
 }
 
-fn build_message(a: &Args, i: i64, transaction: bool) -> (impl rocketmq::model::message::Message, Outgoing) {
+fn build_message(
+    a: &Args,
+    i: i64,
+    transaction: bool,
+) -> (impl rocketmq::model::message::Message, Outgoing) {
     let body = make_body(a, i);
     let key = format!("{}{}", a.keys_prefix, i);
     let outgoing = Outgoing {
@@ -569,7 +629,10 @@ async fn finish<F: std::future::Future>(summary: Value, shutdown: F) -> ! {
 async fn produce(a: Args) {
     if a.mode != "sync" && a.mode != "async" {
         // One message per call (batch_send takes one topic and group; no oneway).
-        unsupported(format!("produce --mode {} (the 5.x client: sync, async)", a.mode));
+        unsupported(format!(
+            "produce --mode {} (the 5.x client: sync, async)",
+            a.mode
+        ));
     }
     check_namespace(&a);
     let mut producer = Producer::new(producer_option(&a), client_option(&a))
@@ -588,7 +651,12 @@ async fn produce(a: Args) {
             let (message, out) = build_message(&a, i, false);
             match producer.send(message).await {
                 Ok(receipt) => {
-                    emit(sent_event(&a, &out, receipt.message_id(), receipt.transaction_id()));
+                    emit(sent_event(
+                        &a,
+                        &out,
+                        receipt.message_id(),
+                        receipt.transaction_id(),
+                    ));
                     sent += 1;
                 }
                 Err(e) => {
@@ -596,7 +664,10 @@ async fn produce(a: Args) {
                     if !a.keep_going {
                         fail_client("send", &e, 1, &[("index", json!(i))]);
                     }
-                    emit(with_described(json!({"event": "error", "error": "send", "index": i}), &e));
+                    emit(with_described(
+                        json!({"event": "error", "error": "send", "index": i}),
+                        &e,
+                    ));
                 }
             }
         }
@@ -605,12 +676,20 @@ async fn produce(a: Args) {
         for i in a.start..a.start + count {
             let (message, out) = build_message(&a, i, false);
             let producer = producer.clone();
-            pending.push((out, tokio::spawn(async move { producer.send(message).await })));
+            pending.push((
+                out,
+                tokio::spawn(async move { producer.send(message).await }),
+            ));
         }
         for (out, task) in pending {
             match task.await {
                 Ok(Ok(receipt)) => {
-                    emit(sent_event(&a, &out, receipt.message_id(), receipt.transaction_id()));
+                    emit(sent_event(
+                        &a,
+                        &out,
+                        receipt.message_id(),
+                        receipt.transaction_id(),
+                    ));
                     sent += 1;
                 }
                 Ok(Err(e)) => {
@@ -620,14 +699,21 @@ async fn produce(a: Args) {
                 }
                 Err(join) => {
                     failed += 1;
-                    emit(json!({"event": "error", "error": "send", "index": out.index,
-                                "message": join.to_string()}));
+                    emit(
+                        json!({"event": "error", "error": "send", "index": out.index,
+                                "message": join.to_string()}),
+                    );
                 }
             }
         }
     }
     if failed > 0 {
-        fail("send", format!("{failed} of {count} sends failed"), 1, Map::new());
+        fail(
+            "send",
+            format!("{failed} of {count} sends failed"),
+            1,
+            Map::new(),
+        );
     }
     let producer = Arc::try_unwrap(producer).ok();
     finish(json!({"sent": sent}), async move {
@@ -684,9 +770,12 @@ async fn transact(a: Args) {
         }));
         resolution()
     };
-    let mut producer =
-        Producer::new_transaction_producer(producer_option(&a), client_option(&a), Box::new(checker))
-            .unwrap_or_else(|e| fail_client("client", &e, 1, &[]));
+    let mut producer = Producer::new_transaction_producer(
+        producer_option(&a),
+        client_option(&a),
+        Box::new(checker),
+    )
+    .unwrap_or_else(|e| fail_client("client", &e, 1, &[]));
     if let Err(e) = producer.start().await {
         fail_client("client", &e, 1, &[]);
     }
@@ -703,7 +792,9 @@ async fn transact(a: Args) {
         let transaction_id = transaction.transaction_id().to_string();
         {
             let mut state = checks.lock().unwrap_or_else(|e| e.into_inner());
-            state.transaction_ids.insert(msg_id.clone(), transaction_id.clone());
+            state
+                .transaction_ids
+                .insert(msg_id.clone(), transaction_id.clone());
             if wait_checks && !state.checked.contains(&msg_id) {
                 state.waiting.insert(msg_id.clone());
             }
@@ -713,7 +804,8 @@ async fn transact(a: Args) {
             "rollback" => transaction.rollback().await.map(|_| "ROLLBACK_MESSAGE"),
             _ => Ok("UNKNOW"),
         };
-        let state = state.unwrap_or_else(|e| fail_client("end-transaction", &e, 1, &[("index", json!(i))]));
+        let state =
+            state.unwrap_or_else(|e| fail_client("end-transaction", &e, 1, &[("index", json!(i))]));
         let mut event = sent_event(&a, &out, &msg_id, &transaction_id);
         event["localState"] = json!(state);
         emit(event);
@@ -734,8 +826,16 @@ async fn transact(a: Args) {
         // The client sends the checker's EndTransaction after the checker returned.
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let checked = checks.lock().unwrap_or_else(|e| e.into_inner()).checked.len();
-    finish(json!({"sent": count, "checked": checked}), producer.shutdown()).await
+    let checked = checks
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .checked
+        .len();
+    finish(
+        json!({"sent": count, "checked": checked}),
+        producer.shutdown(),
+    )
+    .await
 }
 
 // ------------------------------------------------------------------------------------------
@@ -766,7 +866,8 @@ impl Goal {
     }
 
     fn over(&self) -> bool {
-        self.reached_at.is_some_and(|at| at.elapsed() >= self.linger)
+        self.reached_at
+            .is_some_and(|at| at.elapsed() >= self.linger)
     }
 }
 
@@ -816,7 +917,12 @@ async fn simple_consume(a: Args) {
     while !goal.over() {
         let started = Instant::now();
         let messages = consumer
-            .receive_with(&a.topic, &filter, a.batch_size, seconds(a.invisible_duration))
+            .receive_with(
+                &a.topic,
+                &filter,
+                a.batch_size,
+                seconds(a.invisible_duration),
+            )
             .await
             .unwrap_or_else(|e| fail_client("receive", &e, 1, &[]));
         emit(json!({
@@ -867,7 +973,12 @@ async fn route(a: Args) {
             break line;
         }
         if Instant::now() > deadline {
-            fail("route", format!("no route logged in {CLIENT_LOG} within 5 s"), 1, Map::new());
+            fail(
+                "route",
+                format!("no route logged in {CLIENT_LOG} within 5 s"),
+                1,
+                Map::new(),
+            );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
@@ -914,18 +1025,36 @@ fn enum_name(text: &str, numbered: &[&str]) -> String {
 /// The queues of a logged `Route { index, queue: [MessageQueue { .. }, ..] }` (prost's Debug).
 fn parse_route(text: &str) -> Vec<Value> {
     let queue_id = regex::Regex::new(r"\bid: (\d+), permission: (\w+)").unwrap();
-    let broker = regex::Regex::new(r#"broker: Some\(Broker \{ name: "((?:[^"\\]|\\.)*)", id: (-?\d+)"#).unwrap();
+    let broker =
+        regex::Regex::new(r#"broker: Some\(Broker \{ name: "((?:[^"\\]|\\.)*)", id: (-?\d+)"#)
+            .unwrap();
     let address = regex::Regex::new(r#"Address \{ host: "([^"]*)", port: (\d+) \}"#).unwrap();
     let types = regex::Regex::new(r"accept_message_types: \[([^\]]*)\]").unwrap();
-    const PERMISSIONS: &[&str] = &["PERMISSION_UNSPECIFIED", "NONE", "READ", "WRITE", "READ_WRITE"];
-    const MESSAGE_TYPES: &[&str] =
-        &["MESSAGE_TYPE_UNSPECIFIED", "NORMAL", "FIFO", "DELAY", "TRANSACTION"];
+    const PERMISSIONS: &[&str] = &[
+        "PERMISSION_UNSPECIFIED",
+        "NONE",
+        "READ",
+        "WRITE",
+        "READ_WRITE",
+    ];
+    const MESSAGE_TYPES: &[&str] = &[
+        "MESSAGE_TYPE_UNSPECIFIED",
+        "NORMAL",
+        "FIFO",
+        "DELAY",
+        "TRANSACTION",
+    ];
     text.split("MessageQueue {")
         .skip(1)
         .map(|queue| {
             let (id, permission) = queue_id
                 .captures(queue)
-                .map(|c| (c[1].parse::<i64>().unwrap_or(-1), enum_name(&c[2], PERMISSIONS)))
+                .map(|c| {
+                    (
+                        c[1].parse::<i64>().unwrap_or(-1),
+                        enum_name(&c[2], PERMISSIONS),
+                    )
+                })
                 .unwrap_or((-1, String::new()));
             let (name, broker_id) = broker
                 .captures(queue)
@@ -970,7 +1099,12 @@ fn main() {
     let timeout = args.timeout;
     std::thread::spawn(move || {
         std::thread::sleep(seconds(timeout));
-        fail("timeout", format!("no result within {timeout}s"), 3, Map::new());
+        fail(
+            "timeout",
+            format!("no result within {timeout}s"),
+            3,
+            Map::new(),
+        );
     });
     if args.command == "push-consume" {
         unsupported("push-consume: the Rust client 5.0.0 has no PushConsumer (Producer and SimpleConsumer only)");
@@ -988,5 +1122,10 @@ fn main() {
             _ => route(args).await,
         }
     });
-    fail("client", "the action returned without a result", 1, Map::new());
+    fail(
+        "client",
+        "the action returned without a result",
+        1,
+        Map::new(),
+    );
 }
