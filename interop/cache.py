@@ -20,6 +20,8 @@ CPP_CLIENT_PACKAGE = "rocketmq==0.4.4"
 PY5_CLIENT_PACKAGE = "rocketmq-python-client==5.1.2"
 # The stock RocketMQ 5 Java client (gRPC): one shaded jar with everything it needs inside.
 JAVA5GRPC_CLIENT_ARTIFACT = "org.apache.rocketmq:rocketmq-client-java:5.0.8"
+# The stock RocketMQ 5 Rust client (gRPC), pinned in interop/drivers/rust5/Cargo.toml and .lock.
+RUST5_CLIENT_CRATE = "rocketmq 5.0.0"
 
 CACHE_ENV = "SIDEWINDER_INTEROP_CACHE"
 
@@ -97,6 +99,16 @@ class BenchCache:
     def grpcload(self) -> Path:
         """scripts/grpcload built: the lean gRPC load generator of the bench."""
         return self.root / "grpcload" / "grpcload"
+
+    @property
+    def rust5_dir(self) -> Path:
+        """interop/drivers/rust5 built (`target/` kept, so a rebuild is incremental)."""
+        return self.root / "rust5"
+
+    @property
+    def rust5_driver(self) -> Path:
+        """interop/drivers/rust5 built: the stock RocketMQ 5 gRPC client for Rust."""
+        return self.rust5_dir / "rust5-driver"
 
     @property
     def fixtures(self) -> Path:

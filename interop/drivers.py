@@ -41,8 +41,12 @@ GO5 = "go5"
 # interop/drivers/java5grpc: python5's actions, options and events (PROTOCOL.md, "java5grpc").
 JAVA5GRPC = "java5grpc"
 JAVA5GRPC_MAIN = "GrpcDriver"
+# The stock RocketMQ 5 gRPC client for Rust (the crate rocketmq 5.0.0), through
+# interop/drivers/rust5: python5's actions, options and events where its API has them
+# (PROTOCOL.md, "rust5"; push-consume is `unsupported`: the crate has no push consumer).
+RUST5 = "rust5"
 # The drivers that take the gRPC front's address (`endpoints`) instead of a name server.
-GRPC_CLIENTS = (PYTHON5, GO5, JAVA5GRPC)
+GRPC_CLIENTS = (PYTHON5, GO5, JAVA5GRPC, RUST5)
 
 
 class DriverError(AssertionError):
@@ -105,6 +109,8 @@ def driver_command(
             f"{cache.java5grpc_classes}:{cache.java5grpc_lib / '*'}",
             JAVA5GRPC_MAIN,
         ]
+    if client == RUST5:
+        return [str(cache.rust5_driver)]
     raise ValueError(
         f"unknown client {client!r}; one of {', '.join((*CLIENTS, JAVA5, *GRPC_CLIENTS))}"
     )
@@ -124,6 +130,7 @@ DRIVER_ARTIFACTS = {
         "java5grpc",
         "Maven Central",
     ),
+    RUST5: (lambda c: c.rust5_driver, "rust5", "the Rust crate registry"),
 }
 
 

@@ -9,7 +9,8 @@ compiled against the 4.9.8 client), `cpp` (PyPI `rocketmq` 0.4.4 in its own virt
 (PyPI `rocketmq-python-client` 5.1.2, the gRPC client, in another), `java5grpc` (Maven Central
 `rocketmq-client-java` 5.0.8, the Java gRPC client, and our driver compiled against it), `node`
 (npm `ali-ons` from our lockfile), `go` (rocketmq-client-go from the Go module proxy), `go5` (the
-RocketMQ 5 gRPC client for Go, rocketmq-clients/golang/v5 v5.1.4, from the same proxy). Each step
+RocketMQ 5 gRPC client for Go, rocketmq-clients/golang/v5 v5.1.4, from the same proxy), `rust5`
+(the RocketMQ 5 gRPC client for Rust, the crate `rocketmq` 5.0.0, built by cargo). Each step
 records a stamp of its inputs, so a second run does no network access at all. A failed download
 names the registry that could not be reached.
 """
@@ -34,6 +35,7 @@ from interop.cache import (
     JAVA5GRPC_CLIENT_ARTIFACT,
     PY5_CLIENT_PACKAGE,
     REPO_ROOT,
+    RUST5_CLIENT_CRATE,
     BenchCache,
     bench_cache,
 )
@@ -330,6 +332,33 @@ def _go_build(cache: BenchCache, step: str, src: Path, output: Path) -> str:
     return f"built {output}"
 
 
+def install_rust5(cache: BenchCache) -> str:
+    # The stock RocketMQ 5 gRPC client for Rust (the crate `rocketmq` 5.0.0, rocketmq-clients'
+    # rust/) for interop/drivers/rust5: its Cargo.toml pins the crate, its Cargo.lock every
+    # other (--locked). The target dir stays in the cache: a changed driver rebuilds only itself.
+    src = DRIVERS_DIR / "rust5"
+    inputs = [src / "Cargo.toml", src / "Cargo.lock", *sorted((src / "src").rglob("*.rs"))]
+    digest = _digest(inputs, RUST5_CLIENT_CRATE)
+    output = cache.rust5_driver
+    if _fresh(cache, "rust5", digest, output):
+        return "up to date"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    target = cache.rust5_dir / "target"
+    env = {**os.environ, "CARGO_TARGET_DIR": str(target), "CARGO_TERM_COLOR": "never"}
+    _run(
+        ["cargo", "build", "--release", "--locked", "--quiet"],
+        "the Rust crate registry",
+        cwd=src,
+        env=env,
+        timeout_s=2400,
+    )
+    staged = output.with_suffix(".tmp")
+    shutil.copy2(target / "release" / "rust5-driver", staged)
+    os.replace(staged, output)
+    _stamp(cache, "rust5", digest)
+    return f"built {output} ({RUST5_CLIENT_CRATE})"
+
+
 STEPS: dict[str, Callable[[BenchCache], str]] = {
     "maven": install_maven,
     "java": install_java,
@@ -340,6 +369,7 @@ STEPS: dict[str, Callable[[BenchCache], str]] = {
     "go": install_go,
     "go5": install_go5,
     "grpcload": install_grpcload,
+    "rust5": install_rust5,
 }
 
 

@@ -85,6 +85,24 @@ def test_maven_central_unreachable(
     assert not [p for p in cache.root.iterdir() if p.name.startswith(f"{step}-")]
 
 
+def test_the_rust_crate_registry_unreachable(
+    dead_registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An empty cargo home whose registry is replaced by one where nothing answers.
+    cargo_home = tmp_path / "cargo"
+    cargo_home.mkdir()
+    (cargo_home / "config.toml").write_text(
+        '[source.crates-io]\nreplace-with = "dead"\n'
+        f'[source.dead]\nregistry = "sparse+{dead_registry}/"\n'
+    )
+    monkeypatch.setenv("CARGO_HOME", str(cargo_home))
+    monkeypatch.setenv("CARGO_NET_RETRY", "0")
+    cache = BenchCache(tmp_path / "cache")
+    message = run_step(install.install_rust5, cache)
+    assert "the Rust crate registry" in message
+    assert not cache.rust5_driver.exists() and not (cache.stamps / "rust5").exists()
+
+
 def test_a_driver_that_was_never_installed_names_its_step(tmp_path: Path) -> None:
     with pytest.raises(DriverError, match=r"interop.install go.*Go module proxy"):
         start_driver(
