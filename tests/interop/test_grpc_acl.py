@@ -1,6 +1,8 @@
-"""ACL 1.0 for RocketMQ 5's gRPC clients at the broker's own front: the stock Python and Rust
-clients' v2 signature checked (UNAUTHORIZED when it fails), and their calls made in their
-account's name, so the broker's plain_acl.yml decides what they may do (FORBIDDEN when not)."""
+"""ACL 1.0 for RocketMQ 5's gRPC clients, at the broker's own front and at an mqproxy (cluster
+mode, aclEnable with its own copy of plain_acl.yml) in front of the same ACL broker: the stock
+Python and Rust clients' v2 signature checked (UNAUTHORIZED when it fails), the call's
+resources checked (FORBIDDEN), and the front's remoting calls made in the client's account's
+name, so the broker's plain_acl.yml decides as well."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import yaml
 
 from interop.drivers import RUST5, run_driver
 from interop.ports import lease_port_block
+from interop.sidewinder import MqProxy
 from interop.target import create_target
 from sidewinder.protocol.acl import sign_request
 from sidewinder.protocol.codes import ResponseCode
@@ -52,7 +55,8 @@ def acl_client(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="module")
-def acl_front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def acl_fronts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A broker with ACL on and its own front, and an mqproxy with ACL on in front of it."""
     workdir: Path = tmp_path_factory.mktemp("grpc-acl")
     home = workdir / "rocketmq-home"
     (home / "conf").mkdir(parents=True)
@@ -61,6 +65,7 @@ def acl_front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     conf = {"aclEnable": "true", "rocketmqHome": str(home), "grpcServerPort": port}
     target = create_target("sidewinder", workdir, conf).start()
     client = SyncRemotingClient()
+    proxy = None
     try:
         for request in (
             create_topic_request("GrpcOpen", 1),
@@ -71,10 +76,19 @@ def acl_front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         ):
             sign_request(request, ADMIN, ADMIN_SECRET)
             assert client.invoke(target.broker_addr, request, 10).code == ResponseCode.SUCCESS
-        yield f"127.0.0.1:{port}"
+        proxy_conf = {"aclEnable": "true", "rocketmqHome": str(home)}
+        proxy = MqProxy(workdir / "mqproxy", target.namesrv_addr, proxy_conf).start()
+        yield {"local": f"127.0.0.1:{port}", "mqproxy": proxy.endpoints}
     finally:
         client.close()
+        if proxy is not None:
+            proxy.stop()
         target.stop()
+
+
+@pytest.fixture(params=["local", "mqproxy"])
+def acl_front(request: pytest.FixtureRequest, acl_fronts: dict[str, str]) -> str:
+    return acl_fronts[str(request.param)]
 
 
 def _produce(acl_client: str, front: str, topic: str, **keys: str) -> list[dict[str, object]]:
