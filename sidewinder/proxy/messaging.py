@@ -138,6 +138,9 @@ def refusal(exc: Exception) -> Any:
     return status("INTERNAL_SERVER_ERROR", str(exc))
 
 
+POLLING_CODE_SINCE_VERSION = "5.0.3"  # ILLEGAL_POLLING_TIME_INTRODUCED_CLIENT_VERSION
+
+
 @dataclass(frozen=True)
 class Caller:
     """Who calls: the x-mq-* metadata of the call."""
@@ -557,8 +560,11 @@ class MessagingActivity:
             room = remaining - DEADLINE_MARGIN_MS
             if polling > room:
                 if room < MIN_LONG_POLLING_MS:
+                    # Clients before 5.0.3 know no ILLEGAL_POLLING_TIME: RocketMQ's proxy
+                    # answers them BAD_REQUEST (comparing versions as strings, as here).
+                    old = not caller.version or caller.version < POLLING_CODE_SINCE_VERSION
                     return 0, status(
-                        "ILLEGAL_POLLING_TIME",
+                        "BAD_REQUEST" if old else "ILLEGAL_POLLING_TIME",
                         "The deadline time remaining is not enough for polling",
                     )
                 polling = room

@@ -32,7 +32,7 @@ PYTHON5 = "python5"
 LACKS = {RUST5: {"messageType", "queueId", "queueOffset", "storeTimestamp", "storeHost"}}
 # rust5's client asks the front to long-poll its await time and makes that the call's deadline
 # too: with 5 s (the shortest poll) no time is left over, and the front refuses the receive
-# (ILLEGAL_POLLING_TIME, as RocketMQ's proxy does), so it waits 6 s.
+# (BAD_REQUEST to a client of 5.0.0, as RocketMQ's proxy answers it), so it waits 6 s.
 AWAIT_S = {RUST5: 6}
 NO_PUSH_CONSUMER = {RUST5: "the Rust client (crate rocketmq 5.0.0) has no PushConsumer"}
 # A worker (and a RocketMQ 5.3.2 broker) of their own, beside the POP scenarios' one.

@@ -53,14 +53,14 @@ def call(endpoints: str, rpc: str, request: Any, response: Any, metadata: Any = 
         return method(request, metadata=metadata, timeout=10)
 
 
-def receive(endpoints: str, request: Any) -> list[Any]:
+def receive(endpoints: str, request: Any, timeout_s: float = 30, meta: Any = None) -> list[Any]:
     with grpc.insecure_channel(endpoints) as channel:
         method = channel.unary_stream(
             SERVICE + "ReceiveMessage",
             request_serializer=type(request).SerializeToString,
             response_deserializer=v2.ReceiveMessageResponse.FromString,
         )
-        return list(method(request, metadata=META, timeout=30))
+        return list(method(request, metadata=meta or META, timeout=timeout_s))
 
 
 def code_of(answer: Any) -> str:
@@ -138,6 +138,17 @@ def test_receives_the_proxy_refuses(front: tuple[ClusterTarget, str]) -> None:
     )
     (first, *_) = receive(endpoints, unset)
     assert code_of(first) == "ILLEGAL_INVISIBLE_TIME"  # neither auto-renew nor a time
+
+    # A deadline too near for the shortest poll (5 s): ILLEGAL_POLLING_TIME, or BAD_REQUEST
+    # to a client older than 5.0.3, which knows no such code (RocketMQ's proxy does the same).
+    hurried = v2.ReceiveMessageRequest(
+        group=v2.Resource(name="RG"), message_queue=queue, batch_size=16
+    )
+    hurried.invisible_duration.FromSeconds(30)
+    for version, code in (("5.0.8", "ILLEGAL_POLLING_TIME"), ("5.0.0", "BAD_REQUEST")):
+        meta = (*META, ("x-mq-client-version", version))
+        (first, *_) = receive(endpoints, hurried, timeout_s=3, meta=meta)
+        assert code_of(first) == code, version
 
 
 def test_handles_that_are_not_handles(front: tuple[ClusterTarget, str]) -> None:
