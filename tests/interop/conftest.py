@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -15,3 +16,20 @@ def client() -> Iterator[SyncRemotingClient]:
     remoting = SyncRemotingClient()
     yield remoting
     remoting.close()
+
+
+@pytest.fixture
+def refused() -> Iterator[str]:
+    """A loopback address that refuses connections: the port is bound but never listened on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.fixture
+def silent() -> Iterator[str]:
+    """A loopback address that accepts connections (the kernel's backlog) and never answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield f"127.0.0.1:{sock.getsockname()[1]}"

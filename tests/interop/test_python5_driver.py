@@ -4,33 +4,12 @@ with an event that says why, never a hang."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from interop import install
-from interop.cache import PY5_CLIENT_PACKAGE, BenchCache, bench_cache
-from interop.drivers import PYTHON5, DriverError, driver_env, run_driver, start_driver
-
-
-@pytest.fixture
-def refused() -> Iterator[str]:
-    """A loopback address that refuses connections: the port is bound but never listened on."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        yield f"127.0.0.1:{sock.getsockname()[1]}"
-
-
-@pytest.fixture
-def silent() -> Iterator[str]:
-    """A loopback address that accepts connections (the kernel's backlog) and never answers."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(16)
-        yield f"127.0.0.1:{sock.getsockname()[1]}"
+from interop.cache import PY5_CLIENT_PACKAGE, bench_cache
+from interop.drivers import PYTHON5, driver_env, run_driver
 
 
 def test_the_venv_has_the_pinned_client_and_the_step_is_fresh(tmp_path: Path) -> None:
@@ -74,48 +53,3 @@ def test_a_send_where_nothing_listens_is_an_error_event(refused: str) -> None:
     run = run_driver(PYTHON5, "produce", endpoints=refused, topic="T", count=2, timeout_s=30)
     assert run.returncode == 1 and not run.sent() and not run.of("done"), run.describe()
     assert run.errors()[0]["error"] == "send" and run.errors()[0]["index"] == 0
-
-
-def test_the_drivers_own_timeout_ends_a_run(silent: str) -> None:
-    run = run_driver(PYTHON5, "route", endpoints=silent, topic="T", timeout_s=1)
-    assert run.returncode == 3, run.describe()
-    assert run.errors()[-1]["error"] == "timeout"
-
-
-@pytest.mark.parametrize(
-    ("action", "options", "says"),
-    [
-        ("simple-consume", {"expect": 1}, "needs --group"),
-        ("push-consume", {"group": "G"}, "needs --expect"),
-        ("produce", {"count": 1, "prop": ["a="]}, "--prop needs K=V"),
-        ("transact", {"count": 1, "answer": "unknow"}, "transact needs --answer"),
-    ],
-)
-def test_usage_errors_exit_2(
-    refused: str, action: str, options: dict[str, object], says: str
-) -> None:
-    run = run_driver(PYTHON5, action, endpoints=refused, topic="T", timeout_s=30, **options)
-    assert run.returncode == 2, run.describe()
-    assert run.errors()[0]["error"] == "usage" and says in run.errors()[0]["message"]
-
-
-def test_modes_the_5x_client_lacks_are_unsupported(refused: str) -> None:
-    run = run_driver(
-        PYTHON5, "produce", endpoints=refused, topic="T", count=1, mode="oneway", timeout_s=30
-    )
-    assert run.returncode == 2 and run.errors()[0]["error"] == "unsupported", run.describe()
-
-
-def test_it_takes_endpoints_not_a_name_server(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="endpoints"):
-        start_driver(PYTHON5, "route", namesrv="127.0.0.1:9876", topic="T")
-    with pytest.raises(ValueError, match="namesrv"):
-        start_driver("go", "produce", endpoints="127.0.0.1:8081", topic="T", group="G")
-    with pytest.raises(DriverError, match=r"interop.install py5.*PyPI"):
-        start_driver(
-            PYTHON5,
-            "route",
-            endpoints="127.0.0.1:9",
-            topic="T",
-            cache=BenchCache(tmp_path / "empty"),
-        )
