@@ -41,6 +41,7 @@ _LANGUAGES = {
     "RUST": LanguageCode.RUST,
     "PYTHON": LanguageCode.PYTHON,
     "PHP": LanguageCode.PHP,
+    "HTTP": LanguageCode.HTTP,  # what the Node client says it is
 }
 
 

@@ -745,12 +745,14 @@ class MessagingActivity:
         except BadMessage as exc:
             return v2.ChangeInvisibleDurationResponse(status=refusal(exc))
         invisible_ms = _duration_ms(request.invisible_duration)
-        if not 0 < invisible_ms <= MAX_INVISIBLE_MS:
+        # 0 is a nack that makes the message visible again at once (the Node client's, whose
+        # backoff it cannot read); RocketMQ's proxy takes it.
+        if not 0 <= invisible_ms <= MAX_INVISIBLE_MS:
             return v2.ChangeInvisibleDurationResponse(
                 status=status(
                     "ILLEGAL_INVISIBLE_TIME",
                     f"the invisible time {invisible_ms} ms is not within "
-                    f"(0, {MAX_INVISIBLE_MS}] ms",
+                    f"[0, {MAX_INVISIBLE_MS}] ms",
                 )
             )
         given = request.receipt_handle

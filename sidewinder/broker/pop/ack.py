@@ -331,9 +331,9 @@ class ChangeInvisibleTimeProcessor(_Checks):
         if not low <= header.offset < high:
             return request.reply(ResponseCode.NO_MESSAGE)
         extra = _extra(header.extra_info)
-        if header.invisible_time <= 0:  # ours: RocketMQ takes it, and revives at once
+        if header.invisible_time < 0:  # ours: RocketMQ takes it too, and revives at once
             raise SidewinderError(
-                f"invisibleTime {header.invisible_time} is not positive", INVALID_PARAMETER
+                f"invisibleTime {header.invisible_time} is negative", INVALID_PARAMETER
             )
         if extra.is_order:
             return self._change_orderly(request, header, extra)
