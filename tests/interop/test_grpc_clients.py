@@ -25,6 +25,8 @@ from tests.helpers import send_request, unique
 from tests.interop.pop_requests import create_group_request, create_topic_request
 
 PYTHON5 = "python5"
+NODE5 = "node5"
+NODE5_ZERO_NACK = "the front refuses ChangeInvisibleDuration of 0 ms, Node 1.0.8's nack"
 # A worker (and a RocketMQ 5.3.2 broker) of their own, beside the POP scenarios' one.
 pytestmark = pytest.mark.xdist_group(name="rocketmq5-grpc")
 
@@ -201,10 +203,22 @@ def test_committed_transactions_are_delivered_and_rolled_back_ones_are_not(
 
 
 def test_a_push_consumer_gets_every_message_and_a_failed_one_again(
-    grpc_client: str, pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    grpc_client: str,
+    pop_target: ClusterTarget,
+    front: str,
+    client: SyncRemotingClient,
+    request: pytest.FixtureRequest,
 ) -> None:
     """The listener fails the first delivery of one message: the client asks for it again
     later (ChangeInvisibleDuration, its backoff), and it comes back as a second attempt."""
+    wait_s = 90
+    if grpc_client == NODE5:
+        # Node 1.0.8 keeps no retry policy from a customized backoff (a non-FIFO group's) and
+        # asks ChangeInvisibleDuration of 0 ms, which RocketMQ's proxy takes (GrpcValidator:
+        # refused below 0) and our front refuses (ILLEGAL_INVISIBLE_TIME, "not within (0,
+        # 43200000] ms"); the client retries it every second and the message never comes back.
+        request.applymarker(pytest.mark.xfail(strict=True, reason=NODE5_ZERO_NACK))
+        wait_s = 20
     topic, group = _topic_and_group(client, pop_target)
     produced = run_driver(grpc_client, "produce", endpoints=front, topic=topic, count=3)
     produced.check()
@@ -216,7 +230,7 @@ def test_a_push_consumer_gets_every_message_and_a_failed_one_again(
         group=group,
         expect=3,
         reconsume_later=1,
-        timeout_s=90,
+        timeout_s=wait_s,
     )
     consumed.check()
     events = consumed.received(only_ok=False)
