@@ -140,6 +140,38 @@ def test_an_open_transaction_is_resolved_by_the_brokers_check(
     )
 
 
+# RocketMQ's proxy takes a ChangeInvisibleDuration of 0 ms (GrpcValidator refuses below 0) and
+# RocketMQ 5.3.2's broker revives the message at once; the front refuses 0 (ILLEGAL_INVISIBLE_TIME,
+# "not within (0, 43200000] ms") and so does Sidewinder's broker behind it (INVALID_PARAMETER).
+@pytest.mark.xfail(strict=True, reason="the front refuses ChangeInvisibleDuration of 0 ms")
+def test_a_nack_of_0_ms_is_taken(
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+) -> None:
+    """The Node client keeps no retry policy from a customized backoff (a non-FIFO group's, as
+    the front sends it): when its listener fails a delivery, it asks ChangeInvisibleDuration of
+    0 ms, the message to come back at once. The server's first answer must be OK."""
+    topic, group = _topic_and_group(client, pop_target)
+    _produce(front, topic, count=1).check()
+    consumer = start_driver(
+        NODE5,
+        "push-consume",
+        endpoints=front,
+        topic=topic,
+        group=group,
+        expect=1,
+        reconsume_later=1,
+        timeout_s=30,
+    )
+    try:
+        consumer.wait_for("nacked", timeout_s=25)
+        nacked = next(e for e in consumer.events_so_far() if e["event"] == "nacked")
+        assert nacked["invisibleMs"] == 0
+        assert nacked["codeName"] == "OK", nacked
+    finally:
+        consumer.kill()
+        consumer.wait(1)
+
+
 # RocketMQ's proxy registers a gRPC client with LanguageCode.valueOf(x-mq-language)
 # (ClientActivity.registerConsumer), so Node's HTTP; the front maps HTTP to OTHER.
 @pytest.mark.xfail(strict=True, reason="the front lists x-mq-language HTTP as OTHER")

@@ -19,6 +19,7 @@
 
 const crypto = require('node:crypto');
 const fs = require('node:fs');
+const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 const tls = require('node:tls');
@@ -281,7 +282,7 @@ function presentedCertificate(endpoints, timeoutMs) {
     const socket = tls.connect({
       host,
       port: Number(port),
-      servername: net().isIP(host) ? undefined : host,
+      servername: net.isIP(host) ? undefined : host,
       rejectUnauthorized: false,
       ALPNProtocols: ['h2'],
     });
@@ -302,10 +303,6 @@ function presentedCertificate(endpoints, timeoutMs) {
       reject(err);
     });
   });
-}
-
-function net() {
-  return require('node:net');
 }
 
 async function prepareTls(args) {
@@ -814,13 +811,21 @@ async function pushConsume(args) {
   wire = watchReceived(consumer);
   const acks = watchAcks(consumer);
   // The client calls ChangeInvisibleDuration for a delivery its listener failed (its retry
-  // policy's delay) and retries it every second while the answer is not OK: noted on stderr.
+  // policy's delay) and retries it every second while the answer is not OK: each answer is a
+  // `nacked` event.
   watch(consumer, 'changeInvisibleDuration', (request, response) => {
     const d = request.getInvisibleDuration();
-    const code = response.getStatus() ? response.getStatus().getCode() : null;
-    stderr('ChangeInvisibleDuration %s invisible %d ms -> %s %s', request.getMessageId(),
-      d ? d.getSeconds() * 1000 + Math.floor(d.getNanos() / 1e6) : 0, codeName(code),
-      response.getStatus() ? response.getStatus().getMessage() : '');
+    const status = response.getStatus();
+    const code = status ? status.getCode() : pb.Code.OK;
+    emit(compact({
+      event: 'nacked',
+      client: CLIENT,
+      msgId: request.getMessageId(),
+      invisibleMs: d ? d.getSeconds() * 1000 + Math.floor(d.getNanos() / 1e6) : 0,
+      code,
+      codeName: codeName(code),
+      message: status ? status.getMessage() || null : null,
+    }));
   });
   try {
     // Queries the route, then waits for the server's settings over Telemetry (no limit).
