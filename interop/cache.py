@@ -87,6 +87,15 @@ class BenchCache:
         return self.node_dir / "node_modules"
 
     @property
+    def node5_dir(self) -> Path:
+        """npm `rocketmq-client-nodejs` 1.0.8, the RocketMQ 5 gRPC client for Node."""
+        return self.root / "node5"
+
+    @property
+    def node5_modules(self) -> Path:
+        return self.node5_dir / "node_modules"
+
+    @property
     def go_driver(self) -> Path:
         return self.root / "go" / "go-driver"
 

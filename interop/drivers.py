@@ -45,8 +45,11 @@ JAVA5GRPC_MAIN = "GrpcDriver"
 # interop/drivers/rust5: python5's actions, options and events where its API has them
 # (PROTOCOL.md, "rust5"; push-consume is `unsupported`: the crate has no push consumer).
 RUST5 = "rust5"
+# The stock RocketMQ 5 gRPC client for Node (npm rocketmq-client-nodejs 1.0.8), through
+# interop/drivers/node5: python5's actions, options and events (PROTOCOL.md, "node5").
+NODE5 = "node5"
 # The drivers that take the gRPC front's address (`endpoints`) instead of a name server.
-GRPC_CLIENTS = (PYTHON5, GO5, JAVA5GRPC, RUST5)
+GRPC_CLIENTS = (PYTHON5, GO5, JAVA5GRPC, RUST5, NODE5)
 
 
 class DriverError(AssertionError):
@@ -95,6 +98,8 @@ def driver_command(
         return [str(cache.py5_python), str(DRIVERS_DIR / "python5" / "driver.py")]
     if client == GO5:
         return [str(cache.go5_driver)]
+    if client == NODE5:
+        return ["node", str(DRIVERS_DIR / "node5" / "driver.js")]
     if client == JAVA5GRPC:
         return [
             java_binary(),
@@ -125,6 +130,7 @@ DRIVER_ARTIFACTS = {
     "go": (lambda c: c.go_driver, "go", "the Go module proxy"),
     PYTHON5: (lambda c: c.py5_python, "py5", "PyPI"),
     GO5: (lambda c: c.go5_driver, "go5", "the Go module proxy"),
+    NODE5: (lambda c: c.node5_modules / "rocketmq-client-nodejs", "node5", "the npm registry"),
     JAVA5GRPC: (
         lambda c: c.java5grpc_classes / f"{JAVA5GRPC_MAIN}.class",
         "java5grpc",
@@ -152,6 +158,8 @@ def driver_env(client: str, workdir: Path, cache: BenchCache | None = None) -> d
     env["HOME"] = str(workdir)
     if client == "node":
         env["NODE_PATH"] = str(cache.node_modules)
+    if client == NODE5:
+        env["NODE_PATH"] = str(cache.node5_modules)
     if client == PYTHON5:
         # Its own venv alone: none of our modules (nor our generated protos) on its path.
         for name in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):

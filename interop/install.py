@@ -8,9 +8,11 @@ Steps: `maven` (RocketMQ's published jars, one classpath per role), `java` (our 
 compiled against the 4.9.8 client), `cpp` (PyPI `rocketmq` 0.4.4 in its own virtualenv), `py5`
 (PyPI `rocketmq-python-client` 5.1.2, the gRPC client, in another), `java5grpc` (Maven Central
 `rocketmq-client-java` 5.0.8, the Java gRPC client, and our driver compiled against it), `node`
-(npm `ali-ons` from our lockfile), `go` (rocketmq-client-go from the Go module proxy), `go5` (the
-RocketMQ 5 gRPC client for Go, rocketmq-clients/golang/v5 v5.1.4, from the same proxy), `rust5`
-(the RocketMQ 5 gRPC client for Rust, the crate `rocketmq` 5.0.0, built by cargo). Each step
+(npm `ali-ons` from our lockfile), `node5` (npm `rocketmq-client-nodejs` 1.0.8, the RocketMQ 5
+gRPC client for Node, from its lockfile), `go` (rocketmq-client-go from the Go module proxy),
+`go5` (the RocketMQ 5 gRPC client for Go, rocketmq-clients/golang/v5 v5.1.4, from the same
+proxy), `rust5` (the RocketMQ 5 gRPC client for Rust, the crate `rocketmq` 5.0.0, built by
+cargo). Each step
 records a stamp of its inputs, so a second run does no network access at all. A failed download
 names the registry that could not be reached.
 """
@@ -283,23 +285,39 @@ def _install_venv(cache: BenchCache, step: str, venv: Path, python: Path, packag
 
 
 def install_node(cache: BenchCache) -> str:
-    src = DRIVERS_DIR / "node"
+    outcome = _npm_ci(cache, "node", DRIVERS_DIR / "node", cache.node_dir)
+    return outcome or "ali-ons installed from package-lock.json"
+
+
+def install_node5(cache: BenchCache) -> str:
+    # The stock RocketMQ 5 gRPC client for Node (npm rocketmq-client-nodejs, pinned to 1.0.8 in
+    # package.json and, with what it depends on, in package-lock.json) for interop/drivers/node5.
+    outcome = _npm_ci(cache, "node5", DRIVERS_DIR / "node5", cache.node5_dir)
+    return outcome or "rocketmq-client-nodejs installed from package-lock.json"
+
+
+def _npm_ci(cache: BenchCache, step: str, src: Path, output: Path) -> str | None:
+    """`npm ci` a driver's manifests into the cache; "up to date" when they did not change."""
     manifests = [src / "package.json", src / "package-lock.json"]
     digest = _digest(manifests)
-    if _fresh(cache, "node", digest, cache.node_modules):
+    if _fresh(cache, step, digest, output / "node_modules"):
         return "up to date"
     cache.root.mkdir(parents=True, exist_ok=True)
-    staged = Path(tempfile.mkdtemp(prefix="node-", dir=cache.root))
+    staged = Path(tempfile.mkdtemp(prefix=f"{step}-", dir=cache.root))
     for manifest in manifests:
         shutil.copy2(manifest, staged / manifest.name)
-    _run(
-        ["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"],
-        "the npm registry",
-        cwd=staged,
-    )
-    _replace_dir(staged, cache.node_dir)
-    _stamp(cache, "node", digest)
-    return "ali-ons installed from package-lock.json"
+    try:
+        _run(
+            ["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"],
+            "the npm registry",
+            cwd=staged,
+        )
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    _replace_dir(staged, output)
+    _stamp(cache, step, digest)
+    return None
 
 
 def install_go(cache: BenchCache) -> str:
@@ -366,6 +384,7 @@ STEPS: dict[str, Callable[[BenchCache], str]] = {
     "py5": install_py5,
     "java5grpc": install_java5grpc,
     "node": install_node,
+    "node5": install_node5,
     "go": install_go,
     "go5": install_go5,
     "grpcload": install_grpcload,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from interop.drivers import RUST5, run_driver
+from interop.drivers import NODE5, PYTHON5, RUST5, run_driver
 from interop.ports import lease_port_block
 from interop.sidewinder import MqProxy
 from interop.target import create_target
@@ -40,7 +40,7 @@ PLAIN_ACL = {
 
 
 # The clients whose signature is checked here (rust5 signs as python5 does, with its keys).
-ACL_CLIENTS = ("python5", RUST5)
+ACL_CLIENTS = (PYTHON5, RUST5, NODE5)
 # rust5 makes its long-polling time its call's deadline: 5 s leaves the front no room.
 AWAIT_S = {RUST5: 6}
 # How a refused signature reaches the driver: python5's first answered call is QueryRoute (a v2
@@ -51,6 +51,8 @@ REFUSED_AS = {RUST5: ("grpcStatus", "UNAUTHENTICATED")}
 
 @pytest.fixture(params=ACL_CLIENTS)
 def acl_client(request: pytest.FixtureRequest) -> str:
+    """The stock 5.x client a scenario drives: Python's signs every call (with an empty key
+    when it has none), Node's and Rust's only with a key (Node's signature in uppercase hex)."""
     return str(request.param)
 
 
@@ -136,11 +138,8 @@ def test_calls_whose_credentials_fail_are_unauthorized(
 
 def test_an_account_without_pub_is_forbidden_to_send(acl_client: str, acl_front: str) -> None:
     keys = {"access_key": USER, "secret_key": USER_SECRET}
-    errors = [
-        e
-        for e in _produce(acl_client, acl_front, "GrpcClosed", **keys)
-        if e.get("event") == "error"
-    ]
+    events = _produce(acl_client, acl_front, "GrpcClosed", **keys)
+    errors = [e for e in events if e.get("event") == "error"]
     assert errors and errors[-1].get("codeName") == "FORBIDDEN", errors
 
 

@@ -474,6 +474,7 @@ _CLIENT_CALL_ANSWERS = {
     "go5": ("goroutine", "consumeResult=null"),  # the Go client answers NOT_IMPLEMENTED
     # rocketmq-python-client 5.1.2 answers neither command.
     "python5": ("sent no thread stacks within 4.5 s", "did not answer"),
+    "node5": ("mock stack", "did not answer"),  # Node 1.0.8 sends a fixed text, verifies nothing
 }
 
 

@@ -27,15 +27,18 @@ def run_step(step: Callable[[BenchCache], str], cache: BenchCache) -> str:
     return str(excinfo.value)
 
 
+@pytest.mark.parametrize("step", ["node", "node5"])
 def test_npm_registry_unreachable(
-    dead_registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    step: str, dead_registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("npm_config_registry", dead_registry)
     monkeypatch.setenv("npm_config_cache", str(tmp_path / "npm-cache"))
     monkeypatch.setenv("npm_config_fetch_retries", "0")
-    message = run_step(install.install_node, BenchCache(tmp_path / "cache"))
+    cache = BenchCache(tmp_path / "cache")
+    message = run_step(install.STEPS[step], cache)
     assert "the npm registry" in message
-    assert not (tmp_path / "cache" / "node").exists()
+    assert not (tmp_path / "cache" / step).exists() and not (cache.stamps / step).exists()
+    assert not [p for p in (tmp_path / "cache").glob(f"{step}-*")]  # no staging left behind
 
 
 @pytest.mark.parametrize("step", ["cpp", "py5"])
