@@ -20,6 +20,7 @@ INSTALL_HINTS = {
     "go5": r"interop.install go5.*Go module proxy",
     "java5grpc": r"interop.install java5grpc.*Maven Central",
     "rust5": r"interop.install rust5.*Rust crate registry",
+    "node5": r"interop.install node5.*npm registry",
 }
 # What each client's API lacks, and what the driver says of it.
 LACKS = [
@@ -29,11 +30,13 @@ LACKS = [
     ("rust5", "produce", {"mode": "batch"}, "--mode batch"),
     ("rust5", "produce", {"namespace": "NS"}, "--namespace"),
     ("rust5", "push-consume", {"group": "G", "expect": 1}, "no PushConsumer"),
+    ("node5", "produce", {"mode": "oneway"}, "oneway"),
+    ("node5", "produce", {"mode": "batch"}, "batch"),
 ]
 # Usage errors only some drivers' argument parsers name.
 OWN_USAGE_ERRORS = [
     (client, action, options, says)
-    for client in ("go5", "rust5")
+    for client in ("go5", "rust5", "node5")
     for action, options, says in (
         ("simple-consume", {"group": "G", "expect": 1, "no_ack": "maybe"}, "true or false"),
         ("produce", {"count": 1, "colour": "red"}, "unknown option --colour"),
