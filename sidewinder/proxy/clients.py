@@ -28,7 +28,12 @@ from sidewinder.remoting.connection import RemotingError
 
 log = structlog.get_logger(__name__)
 
-CLIENT_EXPIRY_S = 120.0  # RocketMQ's channel expiry for clients that stopped heartbeating
+# A broker drops a client it has not heard from in 120 s (channelExpiredTimeout), and RocketMQ's
+# closes that client's connection as it does: for the front, the one connection every gRPC
+# client's calls share. A silent client is unregistered well before that (the stock clients
+# heartbeat every 10 s; silent clients are looked for every 10 s).
+BROKER_CHANNEL_EXPIRY_S = 120.0
+CLIENT_EXPIRY_S = 60.0
 HEARTBEAT_TIMEOUT_S = 3.0
 # x-mq-language -> the remoting language a broker shows for the client.
 _LANGUAGES = {

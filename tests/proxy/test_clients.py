@@ -16,7 +16,8 @@ from sidewinder.protocol.body import loads
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.proxy import grpc_protocol as v2
-from sidewinder.proxy.clients import CLIENT_EXPIRY_S, ClientRegistry
+from sidewinder.proxy.clients import BROKER_CHANNEL_EXPIRY_S, CLIENT_EXPIRY_S, ClientRegistry
+from sidewinder.proxy.grpc_server import CLIENT_SCAN_S
 from sidewinder.remoting.client import RemotingClient, SyncRemotingClient
 from tests.interop.pop_requests import create_group_request, create_topic_request
 
@@ -74,3 +75,10 @@ def test_a_silent_client_is_unregistered(target: ClusterTarget) -> None:
             await remoting.close()
 
     asyncio.run(scenario())
+
+
+def test_a_silent_client_goes_before_a_broker_would_drop_it() -> None:
+    """A RocketMQ broker that drops a silent client closes its connection, the one the front's
+    calls for every gRPC client share (seen: every pop in flight failed at once): the front
+    unregisters a silent client first, whenever its scan runs."""
+    assert CLIENT_EXPIRY_S + CLIENT_SCAN_S < BROKER_CHANNEL_EXPIRY_S / 1.5
