@@ -24,11 +24,13 @@ ALLOWED: dict[str, set[str]] = {
     "remoting": {"common", "protocol"},
     "store": {"common", "protocol"},
     "client": {"common", "protocol", "remoting"},
+    # Plain ACL 1.0 (plain_acl.yml): checked by the broker and by both gRPC fronts.
+    "acl": {"common", "protocol", "remoting"},
     "spark": {"common", "protocol", "remoting", "client", "store"},
-    "broker": {"common", "protocol", "remoting", "store", "proxy"},
+    "broker": {"common", "protocol", "remoting", "store", "proxy", "acl"},
     # RocketMQ 5's gRPC front: over remoting to brokers, with the client's routes and pops; the
     # broker starts one in its own process (local mode).
-    "proxy": {"common", "protocol", "remoting", "client"},
+    "proxy": {"common", "protocol", "remoting", "client", "acl"},
     "namesrv": {"common", "protocol", "remoting"},
     # mqadmin and mqstore: programs over the library; no rule lists "tools", so nothing imports it
     "tools": {"common", "protocol", "remoting", "client", "store"},

@@ -34,6 +34,7 @@ import structlog
 
 from sidewinder.client.pulling import ReceivedMessage
 from sidewinder.client.route_cache import MessageQueue
+from sidewinder.common.deadline import expire_after
 from sidewinder.protocol import body
 from sidewinder.protocol.client_calls import (
     ConsumeMessageDirectlyRequestHeader,
@@ -115,11 +116,12 @@ class ClientCalls:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[nonce] = future
         client.telemetry.put_nowait(command)
+        # Not asyncio.timeout: a processor may run outside a task (remoting/dispatch.py).
+        expiry = expire_after(future, self.answer_timeout_s, result=None)
         try:
-            return await asyncio.wait_for(future, self.answer_timeout_s)
-        except TimeoutError:
-            return None
+            return await future
         finally:
+            expiry.cancel()
             self._pending.pop(nonce, None)
 
     def _consumer(self, request: RemotingCommand, group: str, client_id: str | None) -> Any:

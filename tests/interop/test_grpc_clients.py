@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 
-from interop.drivers import GRPC_CLIENTS, RUST5, DriverRun, run_driver, start_driver
+from interop.drivers import GRPC_CLIENTS, RUST5, run_driver, start_driver
 from interop.ports import lease_port_block
-from interop.sidewinder import MqProxy
 from interop.target import ClusterTarget, create_target
 from sidewinder.protocol.body import loads
 from sidewinder.protocol.codes import RequestCode, ResponseCode
@@ -24,16 +23,14 @@ from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.record import message_records
 from sidewinder.remoting.client import SyncRemotingClient
 from tests.helpers import pull_request, send_request, unique
+from tests.interop.grpc_scenarios import consume as _consume
+from tests.interop.grpc_scenarios import topic_and_group as _topic_and_group
 from tests.interop.pop_requests import create_group_request, create_topic_request
 
 PYTHON5 = "python5"
 # What a client's `received` events lack: rust5's MessageView keeps none of these and the
 # client reads nothing of the wire that the driver could see (PROTOCOL.md, "rust5").
 LACKS = {RUST5: {"messageType", "queueId", "queueOffset", "storeTimestamp", "storeHost"}}
-# rust5's client asks the front to long-poll its await time and makes that the call's deadline
-# too: with 5 s (the shortest poll) no time is left over, and the front refuses the receive
-# (BAD_REQUEST to a client of 5.0.0, as RocketMQ's proxy answers it), so it waits 6 s.
-AWAIT_S = {RUST5: 6}
 NO_PUSH_CONSUMER = {RUST5: "the Rust client (crate rocketmq 5.0.0) has no PushConsumer"}
 # A worker (and a RocketMQ 5.3.2 broker) of their own, beside the POP scenarios' one.
 pytestmark = pytest.mark.xdist_group(name="rocketmq5-grpc")
@@ -54,16 +51,6 @@ def _needs_push_consumer(grpc_client: str) -> None:
         pytest.skip(NO_PUSH_CONSUMER[grpc_client])
 
 
-@pytest.fixture(scope="session")
-def front(pop_target: ClusterTarget, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The gRPC endpoints of an mqproxy in front of the shared 5.x target."""
-    proxy = MqProxy(tmp_path_factory.mktemp("mqproxy"), pop_target.namesrv_addr).start()
-    try:
-        yield proxy.endpoints
-    finally:
-        proxy.stop()
-
-
 @pytest.fixture(scope="module")
 def local_front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ClusterTarget, str]]:
     """A Sidewinder broker with its own gRPC front (grpcServerPort, local mode)."""
@@ -74,33 +61,6 @@ def local_front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Clus
         yield target, f"127.0.0.1:{port}"
     finally:
         target.stop()
-
-
-def _topic_and_group(
-    client: SyncRemotingClient, target: ClusterTarget, message_type: str | None = None
-) -> tuple[str, str]:
-    topic, group = unique("GrpcTopic"), unique("GrpcGroup")
-    for request in (create_topic_request(topic, 2, message_type), create_group_request(group)):
-        reply = client.invoke(target.broker_addr, request, 10)
-        assert reply.code == ResponseCode.SUCCESS, reply
-    return topic, group
-
-
-def _consume(
-    endpoints: str, topic: str, group: str, expect: int, client: str = PYTHON5, **options: Any
-) -> DriverRun:
-    """A simple consumer's run that received `expect` messages, acking each (checked)."""
-    options = {"await_duration": AWAIT_S.get(client, 5), "timeout_s": 90, **options}
-    run = run_driver(
-        client,
-        "simple-consume",
-        endpoints=endpoints,
-        topic=topic,
-        group=group,
-        expect=expect,
-        **options,
-    )
-    return run.check()
 
 
 def _connections(

@@ -3,8 +3,9 @@ through our gRPC front, in the scenarios test_grpc_clients.py runs for python5 a
 of 1 B, 4 KiB and near 4 MiB and one over 4 MiB, message-type enforcement, a tag filter, open
 transactions resolved by the broker's check, its listing among a group's connections, and TLS
 on the front's one port. Each runs through `mqproxy` in front of the real RocketMQ 5.3.2 broker
-and in front of Sidewinder's (the `front` fixture of test_grpc_clients.py, by its helpers); the
-scenarios every client runs are there, parametrized by `grpc_client`."""
+and in front of Sidewinder's (the `front` fixture of tests/interop/conftest.py, the helpers of
+grpc_scenarios.py); the scenarios every client runs are in test_grpc_clients.py, parametrized
+by `grpc_client`."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from sidewinder.protocol.body import loads
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import SyncRemotingClient
-from tests.interop.test_grpc_clients import _consume, _topic_and_group
-from tests.interop.test_grpc_clients import front as front  # a fixture
+from tests.interop.grpc_scenarios import consume as _consume
+from tests.interop.grpc_scenarios import topic_and_group as _topic_and_group
 
+GRPC_CLIENT = NODE5  # for tests/interop/conftest.py: not a reference client
 # The worker (and the RocketMQ 5.3.2 broker) of test_grpc_clients.py.
 pytestmark = pytest.mark.xdist_group(name="rocketmq5-grpc")
 
