@@ -136,7 +136,7 @@ def _dequeued(store: Path) -> tuple[int, int, int]:
 
 
 def _kill_mid_slot(cluster: SidewinderCluster, slot_ms: int, within_s: float) -> int:
-    """kill -9 the broker once it has delivered a third of `slot_ms`'s lot; how many of the
+    """kill -9 the broker once it has delivered part of `slot_ms`'s lot; how many of the
     slot's units the checkpoint says were delivered when it died."""
     # The watch must not miss the slot's second or so of delivery: on a loaded machine (the
     # suite's workers on two cores) this process was once not scheduled for all of it.
@@ -157,7 +157,9 @@ def _watch_and_kill(cluster: SidewinderCluster, slot_ms: int, within_s: float) -
         slot, done, _ = _dequeued(cluster.store_path)
         if not seen or seen[-1] != (slot, done):
             seen.append((slot, done))
-        if slot == slot_ms and done >= LOT // 3:
+        # Any point inside the slot will do: a third in was missed once, the lot going by
+        # between two looks on a loaded machine.
+        if slot == slot_ms and done > 0:
             cluster.kill_broker()
             slot, done, _ = _dequeued(cluster.store_path)
             assert slot == slot_ms and done < LOT, "the kill came after the slot was done"
