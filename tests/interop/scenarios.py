@@ -20,6 +20,9 @@ from interop.drivers import (
 )
 from interop.mqadmin import create_topic
 from interop.target import ClusterTarget
+from sidewinder.protocol.codes import RequestCode, ResponseCode
+from sidewinder.protocol.command import RemotingCommand
+from sidewinder.remoting.client import SyncRemotingClient
 from tests.helpers import unique
 
 DEFAULT_PROPS = ["color=blue", "n=7"]
@@ -203,11 +206,28 @@ def produce_all(
 QUEUES = 4  # every topic here is created with 4 read and 4 write queues
 
 
-def new_topic(target: ClusterTarget, prefix: str) -> str:
+def new_topic(target: ClusterTarget, prefix: str, queues: int = QUEUES) -> str:
     # A consumer started before its topic exists may wait ~30 s for the route: create it first.
     topic = unique(prefix)
-    create_topic(target.namesrv_addr, topic, queues=QUEUES)
+    create_topic(target.namesrv_addr, topic, queues=queues)
+    wait_until_routed(target.namesrv_addr, topic)
     return topic
+
+
+def wait_until_routed(namesrv_addr: str, topic: str, within_s: float = 30) -> None:
+    """Until the name server routes `topic`: `updateTopic` returns once the broker has the topic,
+    and a loaded broker may register it with the name server a moment later."""
+    client = SyncRemotingClient()
+    deadline = time.monotonic() + within_s
+    try:
+        while True:
+            request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+            if client.invoke(namesrv_addr, request, 5).code == ResponseCode.SUCCESS:
+                return
+            assert time.monotonic() < deadline, f"{topic} not routed by {namesrv_addr}"
+            time.sleep(0.2)
+    finally:
+        client.close()
 
 
 @contextmanager

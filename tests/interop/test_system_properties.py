@@ -23,12 +23,12 @@ from typing import Any
 import pytest
 
 from interop.drivers import produce_messages
-from interop.mqadmin import create_topic
 from interop.target import ClusterTarget
 from sidewinder.protocol.message import MessageConst as Prop
 from sidewinder.protocol.record import MessageRecord
 from sidewinder.remoting.client import SyncRemotingClient
 from tests.helpers import unique
+from tests.interop.scenarios import new_topic
 from tests.interop.stored_records import (
     Differences,
     RecordReader,
@@ -60,12 +60,6 @@ def reader(client: SyncRemotingClient, target: ClusterTarget) -> RecordReader:
 def diffs() -> Differences:
     """Collects the differences of a test's records; the test ends with `diffs.check()`."""
     return Differences()
-
-
-def new_topic(target: ClusterTarget, prefix: str) -> str:
-    topic = unique(prefix)
-    create_topic(target.namesrv_addr, topic, queues=QUEUES)
-    return topic
 
 
 def produce(target: ClusterTarget, topic: str, count: int, **options: Any) -> list[dict[str, Any]]:
@@ -162,7 +156,7 @@ def sent_back_properties(
 def test_send_back_retries_then_dead_letters(
     target: ClusterTarget, client: SyncRemotingClient, reader: RecordReader, diffs: Differences
 ) -> None:
-    topic = new_topic(target, "SendBack")
+    topic = new_topic(target, "SendBack", queues=QUEUES)
     sent = produce(target, topic, 1)
     (original,) = read_originals(reader, diffs, target, topic, sent)
     group = unique("CG")
@@ -215,7 +209,7 @@ def test_send_back_levels(
     target: ClusterTarget, client: SyncRemotingClient, reader: RecordReader, diffs: Differences
 ) -> None:
     """Delay level -1 dead-letters at once; level 0 means 3 + reconsumeTimes."""
-    topic = new_topic(target, "SendBackLevels")
+    topic = new_topic(target, "SendBackLevels", queues=QUEUES)
     sent = produce(target, topic, 2)
     to_dlq, to_retry = read_originals(reader, diffs, target, topic, sent)
 
@@ -265,7 +259,7 @@ def test_consumer_fallback_send_to_the_retry_topic(
     properties plus RETRY_TOPIC, RECONSUME_TIME, MAX_RECONSUME_TIMES and DELAY 3 + reconsumeTimes,
     the counts also in the header. The broker dead-letters it once reconsumeTimes reaches the
     maximum (handleRetryAndDLQ), and the DELAY still holds it back first."""
-    topic = new_topic(target, "Fallback")
+    topic = new_topic(target, "Fallback", queues=QUEUES)
     sent = produce(target, topic, 3)
     first, to_retry, to_dlq = read_originals(reader, diffs, target, topic, sent)
     group = unique("CG")
@@ -348,7 +342,7 @@ def test_consumer_fallback_send_to_the_retry_topic(
 
 
 def test_delayed_message(target: ClusterTarget, reader: RecordReader, diffs: Differences) -> None:
-    topic = new_topic(target, "Delayed")
+    topic = new_topic(target, "Delayed", queues=QUEUES)
     (sent,) = produce(target, topic, 1, delay_level=1)
     is_ours = by_uniq_key(sent["msgId"])
     scheduled = reader.wait_for(SCHEDULE_TOPIC, [0], is_ours)
@@ -389,7 +383,7 @@ def test_transaction(
     diffs: Differences,
     answer: str,
 ) -> None:
-    topic = new_topic(target, "TxProps")
+    topic = new_topic(target, "TxProps", queues=QUEUES)
     group = unique("TXG")
     (sent,) = produce(target, topic, 1, group=group, answer=answer)
     is_ours = by_uniq_key(sent["msgId"])

@@ -79,6 +79,7 @@ public final class Driver {
     // broker made meanwhile (a %RETRY% topic, the other broker group after a master dies) waits
     // that long. Only the timing changes; RocketMQ's clients let users set it the same way.
     static final int POLL_NAMESRV_MS = 3000;
+    static final int SEND_TIMEOUT_MS = 10000;
 
 
     // "java" (rocketmq-client 4.9.8) or "java5" (5.3.2): the one source compiles against both.
@@ -713,6 +714,8 @@ public final class Driver {
         p.setVipChannelEnabled(vip);
         // Bodies above this many bytes are sent zlib-compressed (the client's default is 4096).
         p.setCompressMsgBodyOverHowmuch(intOpt("compress-over", 4096));
+        // The client's 3 s default is shorter than a JVM broker's stalls on a loaded 2-core host.
+        p.setSendMsgTimeout(SEND_TIMEOUT_MS);
         p.start();
         emit(ev("ready"));
         phase = "sending";
@@ -1003,6 +1006,7 @@ public final class Driver {
         TransactionMQProducer p = new TransactionMQProducer(group, hook);
         p.setNamesrvAddr(namesrv);
         p.setInstanceName(instance);
+        p.setSendMsgTimeout(SEND_TIMEOUT_MS);
         p.setPollNameServerInterval(POLL_NAMESRV_MS);
         p.setVipChannelEnabled(vip);
         p.setTransactionListener(new TransactionListener() {
