@@ -117,7 +117,10 @@ def test_transactions_commit_or_roll_back(pop_target: ClusterTarget) -> None:
     marker = produce_all(pop_target, JAVA5, topic, 1, group=unique("PG"), start=100, queue=0)
     expected = by_index(runs["commit"].sent()) + marker
     received = consume(pop_target, JAVA5, topic, len(expected), group=unique("CG"), linger=2)
-    assert_received_all(received, expected, topic=topic)
+    # RocketMQ 5.3.2 on a loaded host may check a half message again before the op record of
+    # its first commit is written, and commit it twice: at least once, as it documents.
+    duplicates_ok = pop_target.kind == "rocketmq5"
+    assert_received_all(received, expected, topic=topic, duplicates_ok=duplicates_ok)
 
 
 def test_request_reply(pop_target: ClusterTarget) -> None:
