@@ -91,6 +91,11 @@ def _blank_tail_at(view: memoryview, position: int, segment_size: int) -> bool:
 
 _MIN_STAGING = 1 << 20
 
+# RocketMQ 5 counts maxMessageSize against a message's body and leaves a record this much more
+# for its header and properties (MessageExtEncoder); 4.x counted the whole record. A client of
+# either sends bodies up to maxMessageSize, so the 5.x rule takes what both send.
+RECORD_ALLOWANCE = 64 << 10
+
 
 _SIZE_AND_MAGIC = struct.Struct(">ii")
 
@@ -111,13 +116,14 @@ class CommitLog:
     ) -> None:
         self.files = MappedFileQueue(directory, segment_size, pool)
         self.max_message_size = max_message_size
+        self.max_record_size = min(max_message_size + RECORD_ALLOWANCE, _I32_MAX)
         self.store_host = store_host
         # The next queue offset of every (topic, queue): RocketMQ's topicQueueTable.
         self.queue_offsets: dict[QueueKey, int] = {}
         self.last_store_timestamp = 0
         # Appends are encoded here and written into the segment with one pwrite per put (see
-        # MappedFile.write_at); a batch, at most maxMessageSize, always fits at once.
-        self._staging = memoryview(bytearray(max(max_message_size, _MIN_STAGING)))
+        # MappedFile.write_at); a batch, at most max_record_size, always fits at once.
+        self._staging = memoryview(bytearray(max(self.max_record_size, _MIN_STAGING)))
 
     # -- writing --------------------------------------------------------------------------------
     def put(self, message: MessageToStore, now_ms: int | None = None) -> AppendResult:
@@ -157,7 +163,7 @@ class CommitLog:
                 return AppendResult(AppendStatus.MESSAGE_ILLEGAL, remark=problem)
             total += message.record_size
         if len(messages) > 1:
-            problem = self._illegal_batch(total)
+            problem = self.illegal_batch(total)
             if problem:
                 return AppendResult(AppendStatus.MESSAGE_ILLEGAL, remark=problem)
         stamp = int(time.time() * 1000) if now_ms is None else now_ms
@@ -334,9 +340,13 @@ class CommitLog:
         if phys:
             self.last_store_timestamp = stamp
 
-    def _illegal_batch(self, total: int) -> str:
-        if total > self.max_message_size:
-            return f"batch of {total} bytes is larger than maxMessageSize {self.max_message_size}"
+    def illegal_batch(self, total: int) -> str:
+        """Why a batch whose records total `total` bytes cannot be stored ("" when it can)."""
+        if total > self.max_record_size:
+            return (
+                f"batch of {total} bytes is larger than maxMessageSize {self.max_message_size} "
+                f"and {RECORD_ALLOWANCE} bytes for its records' headers"
+            )
         if total + END_FILE_MIN_BLANK_LENGTH > self.files.file_size:
             return (
                 f"batch of {total} bytes cannot fit a mappedFileSizeCommitLog "
@@ -351,7 +361,7 @@ class CommitLog:
             if problem:
                 return problem
         if len(messages) > 1:
-            return self._illegal_batch(sum(message.record_size for message in messages))
+            return self.illegal_batch(sum(message.record_size for message in messages))
         return ""
 
     def illegal(self, message: MessageToStore) -> str:
@@ -367,7 +377,8 @@ class CommitLog:
             and _I64_MIN <= message.prepared_transaction_offset <= _I64_MAX
             and len(message.properties) <= MAX_PROPERTIES_LENGTH
             and size + END_FILE_MIN_BLANK_LENGTH <= self.files.file_size
-            and size <= self.max_message_size
+            and size <= self.max_record_size
+            and len(message.body) <= self.max_message_size
         ):
             return ""  # the usual case, in one expression
         return self._explain_illegal(message)
@@ -395,10 +406,16 @@ class CommitLog:
                 f"message of {message.size()} bytes cannot fit a mappedFileSizeCommitLog "
                 f"{self.files.file_size} segment"
             )
-        if message.size() > self.max_message_size:
+        if len(message.body) > self.max_message_size:
+            return (
+                f"body of {len(message.body)} bytes is larger than maxMessageSize "
+                f"{self.max_message_size}"
+            )
+        if message.size() > self.max_record_size:
             return (
                 f"message of {message.size()} bytes is larger than maxMessageSize "
-                f"{self.max_message_size}"
+                f"{self.max_message_size} and {RECORD_ALLOWANCE} bytes for its header and "
+                "properties"
             )
         return ""
 

@@ -194,6 +194,10 @@ class MessageStore:
         """Why the store cannot take `message` ("" when it can): append_many's precondition."""
         return self._commit_log.illegal(message)
 
+    def illegal_batch(self, record_total: int) -> str:
+        """Why the store cannot take a batch whose records total `record_total` bytes."""
+        return self._commit_log.illegal_batch(record_total)
+
     def append_many(
         self, messages: Sequence[MessageToStore | BatchToStore | MessageRun]
     ) -> AppendedMany:
@@ -244,14 +248,15 @@ class MessageStore:
     # -- room in the CommitLog -----------------------------------------------------------------
     @property
     def max_message_size(self) -> int:
-        """maxMessageSize: the largest message (or batch) the store takes."""
+        """maxMessageSize: the largest body (or batch body) the store takes."""
         return self._commit_log.max_message_size
 
     def largest_record(self) -> int:
-        """The largest record an append can take: maxMessageSize, or less when a segment
-        (less its end-of-file blank) is smaller."""
+        """The largest record (or run of a batch's records) an append can take: maxMessageSize
+        and the allowance for headers, or less when a segment (less its end-of-file blank) is
+        smaller."""
         file_size = self._commit_log.files.file_size
-        return min(self._commit_log.max_message_size, file_size - END_FILE_MIN_BLANK_LENGTH)
+        return min(self._commit_log.max_record_size, file_size - END_FILE_MIN_BLANK_LENGTH)
 
     def segment_room(self) -> int:
         """Bytes the next append has in the current CommitLog segment: what the last one has

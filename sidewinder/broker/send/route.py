@@ -89,6 +89,7 @@ class SendRouter:
     ) -> None:
         self.config = config
         self.store = store
+        self._max_body = store.max_message_size
         self.topics = topics
         self.groups = groups
         self.store_host = store_host
@@ -159,6 +160,7 @@ class SendRouter:
                 # left of CommitLog.illegal is the sizes.
                 if (
                     message.record_size <= largest
+                    and len(body) <= self._max_body
                     and len(message.properties) <= MAX_PROPERTIES_LENGTH
                 ):
                     return (request, message, wait, queue_id)
@@ -234,6 +236,12 @@ class SendRouter:
         return (request, message, wait, queue_id)
 
     def _batch(self, request: SendRequest, queue_id: int, born: Host) -> Routed:
+        if len(request.body) > self._max_body:
+            # RocketMQ 5 counts a batch's body, as it counts a message's, against maxMessageSize.
+            self._refuse_illegal(
+                f"batch body of {len(request.body)} bytes is larger than maxMessageSize "
+                f"{self._max_body}"
+            )
         entries = decode_batch(request.body)
         if not entries:
             raise MessageIllegal("the batch is empty")
@@ -260,10 +268,11 @@ class SendRouter:
         return (request, batch, waits(messages[0].properties), queue_id)
 
     def _check_batch_size(self, total: int) -> None:
-        """CommitLog's rule for a batch: all its records in one segment, within maxMessageSize."""
-        max_size = self.store.max_message_size
-        if total > max_size:
-            self._refuse_illegal(f"batch of {total} bytes is larger than maxMessageSize {max_size}")
+        """CommitLog's rule for a batch: all its records in one segment, within the largest
+        record (maxMessageSize and the allowance for headers)."""
+        problem = self.store.illegal_batch(total)
+        if problem:
+            self._refuse_illegal(problem)
         largest = self.store.largest_record()
         if total > largest:
             self._refuse_illegal(
@@ -289,7 +298,7 @@ class SendRouter:
         written in one go by the append); None for a body the full step refuses or diverts."""
         body = request.body
         # A timer message's properties are its own, in the body (a match is only slower).
-        if b"TIMER_DEL" in body:
+        if b"TIMER_DEL" in body or len(body) > self._max_body:
             return None
         shared = self._shared(request, topic_bytes, request.queue_id, born)
         batch = batch_to_store(body, shared, self.cluster_property)
