@@ -48,6 +48,19 @@ def test_every_send_mode_reaches_a_push_consumer(pop_target: ClusterTarget) -> N
     assert_received_all(run, sent, topic=topic, props=DEFAULT_PROPS)
 
 
+def test_a_body_of_max_message_size_goes_through(pop_target: ClusterTarget) -> None:
+    """The client sends a body of exactly maxMessageSize (4 MiB): RocketMQ 5 counts the limit
+    against the body, so the larger record is stored (RocketMQ 4.9.7 refused it)."""
+    topic = new_topic(pop_target, "J5Largest")
+    sent = produce_all(
+        pop_target, JAVA5, topic, 1, group=unique("PG"), body_size=4 << 20,
+        compress_over=8 << 20,  # sent as it is, not zlib-compressed to a few KiB
+    )  # fmt: skip
+    run = consume(pop_target, JAVA5, topic, 1, group=unique("CG"))
+    assert_received_all(run, sent, topic=topic)
+    assert [e["bodyLen"] for e in run.received()] == [4 << 20]
+
+
 def test_orderly_consumer_gets_each_queue_in_order(pop_target: ClusterTarget) -> None:
     topic = new_topic(pop_target, "J5Orderly")
     sent = produce_all(pop_target, JAVA5, topic, 24, group=unique("PG"), queue=1)

@@ -61,6 +61,7 @@ from sidewinder.protocol.record import (
     Host,
     MessageToStore,
 )
+from sidewinder.store.commit_log import RECORD_ALLOWANCE
 from sidewinder.store.message_store import MessageRun, MessageStore
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
@@ -89,7 +90,6 @@ class SendRouter:
     ) -> None:
         self.config = config
         self.store = store
-        self._max_body = store.max_message_size
         self.topics = topics
         self.groups = groups
         self.store_host = store_host
@@ -158,9 +158,11 @@ class SendRouter:
                 )
                 # The numbers fit and a plain name is at most 127 ASCII characters: what is
                 # left of CommitLog.illegal is the sizes.
+                # A body within the record limit less the header allowance is within
+                # maxMessageSize (a segment smaller than that only sends more the long way).
                 if (
                     message.record_size <= largest
-                    and len(body) <= self._max_body
+                    and len(body) <= largest - RECORD_ALLOWANCE
                     and len(message.properties) <= MAX_PROPERTIES_LENGTH
                 ):
                     return (request, message, wait, queue_id)
@@ -236,11 +238,11 @@ class SendRouter:
         return (request, message, wait, queue_id)
 
     def _batch(self, request: SendRequest, queue_id: int, born: Host) -> Routed:
-        if len(request.body) > self._max_body:
+        max_body = self.store.max_message_size
+        if len(request.body) > max_body:
             # RocketMQ 5 counts a batch's body, as it counts a message's, against maxMessageSize.
             self._refuse_illegal(
-                f"batch body of {len(request.body)} bytes is larger than maxMessageSize "
-                f"{self._max_body}"
+                f"batch body of {len(request.body)} bytes is larger than maxMessageSize {max_body}"
             )
         entries = decode_batch(request.body)
         if not entries:
@@ -298,7 +300,7 @@ class SendRouter:
         written in one go by the append); None for a body the full step refuses or diverts."""
         body = request.body
         # A timer message's properties are its own, in the body (a match is only slower).
-        if b"TIMER_DEL" in body or len(body) > self._max_body:
+        if b"TIMER_DEL" in body or len(body) > largest - RECORD_ALLOWANCE:
             return None
         shared = self._shared(request, topic_bytes, request.queue_id, born)
         batch = batch_to_store(body, shared, self.cluster_property)
