@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from interop.drivers import GRPC_CLIENTS, RUST5, run_driver, start_driver
+from interop.drivers import GRPC_CLIENTS, NODE5, PYTHON5, RUST5, run_driver, start_driver
 from interop.ports import lease_port_block
 from interop.target import ClusterTarget, create_target
 from sidewinder.protocol.body import loads
@@ -27,7 +27,6 @@ from tests.interop.grpc_scenarios import consume as _consume
 from tests.interop.grpc_scenarios import topic_and_group as _topic_and_group
 from tests.interop.pop_requests import create_group_request, create_topic_request
 
-PYTHON5 = "python5"
 # What a client's `received` events lack: rust5's MessageView keeps none of these and the
 # client reads nothing of the wire that the driver could see (PROTOCOL.md, "rust5").
 LACKS = {RUST5: {"messageType", "queueId", "queueOffset", "storeTimestamp", "storeHost"}}
@@ -267,16 +266,18 @@ def test_a_delayed_message_arrives_after_its_time(
     assert got["storeTimestamp"] >= sent["deliveryTimestamp"] - 1000, (got, sent)
 
 
-@pytest.mark.parametrize("producer", [PYTHON5, RUST5])
+@pytest.mark.parametrize("grpc_client", [PYTHON5, RUST5, NODE5])
 def test_an_open_transaction_is_resolved_by_the_brokers_check(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient, producer: str
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient, grpc_client: str
 ) -> None:
     """The producer leaves its transactions open; the broker's check reaches it over Telemetry
-    (RecoverOrphanedTransactionCommand) and its checker commits one run, rolls back the other."""
+    (RecoverOrphanedTransactionCommand) and its checker commits one run's, rolls back the
+    other's; each run ends once the server answered the checker's EndTransaction."""
     topic, group = _topic_and_group(client, pop_target, "TRANSACTION")
+    # One after the other: the server sends a check to any producer of the topic.
     runs = {
         answer: run_driver(
-            producer,
+            grpc_client,
             "transact",
             endpoints=front,
             topic=topic,
@@ -287,23 +288,29 @@ def test_an_open_transaction_is_resolved_by_the_brokers_check(
         )
         for answer in ("commit", "rollback")
     }
-    for run in runs.values():
+    for answer, run in runs.items():
         run.check()
-        assert {e["msgId"] for e in run.sent()} <= {e["msgId"] for e in run.of("checked")}
+        checked = {e["msgId"]: e["answer"] for e in run.of("checked")}
+        assert {e["msgId"] for e in run.sent()} <= set(checked), run.events
+        assert set(checked.values()) == {answer}, run.events
     consumed = _consume(front, topic, group, 2, linger=3)
     assert sorted(e["msgId"] for e in consumed.received()) == sorted(
         e["msgId"] for e in runs["commit"].sent()
     )
 
 
+# RocketMQ's proxy registers a gRPC client with LanguageCode.valueOf(x-mq-language)
+# (ClientActivity.registerConsumer): RocketMQ's LanguageCode has no Node, so that client says HTTP.
+@pytest.mark.parametrize(("grpc_client", "language"), [(PYTHON5, "PYTHON"), (NODE5, "HTTP")])
 def test_a_grpc_consumer_is_listed_among_its_groups_connections(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
-) -> None:
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient, grpc_client: str,
+    language: str,
+) -> None:  # fmt: skip
     """GET_CONSUMER_CONNECTION_LIST (mqadmin consumerConnection) names a running gRPC push
     consumer with its client id, language and version, as RocketMQ's proxy registers it."""
     topic, group = _topic_and_group(client, pop_target)
     consumer = start_driver(
-        PYTHON5,
+        grpc_client,
         "push-consume",
         endpoints=front,
         topic=topic,
@@ -314,62 +321,79 @@ def test_a_grpc_consumer_is_listed_among_its_groups_connections(
     try:
         consumer.wait_for("ready", timeout_s=30)
         (connection,) = _connections(client, pop_target, group)
-        assert connection["language"] == "PYTHON" and connection["clientId"]
+        assert connection["language"] == language and connection["clientId"], connection
         assert connection["consumeType"] == "CONSUME_PASSIVELY"  # as RocketMQ's proxy says
-        assert int(connection["version"]) > 409  # a 5.x client's (V5_1_2), not 4.9.8's
+        if grpc_client == PYTHON5:
+            assert int(connection["version"]) > 409  # a 5.x client's (V5_1_2), not 4.9.8's
         run_driver(PYTHON5, "produce", endpoints=front, topic=topic, count=1).check()
         assert len(consumer.wait().check().received()) == 1
     finally:
         consumer.kill()
 
 
+# The Python and Node clients: the scenarios each client's own checks decide.
+SENDERS = [PYTHON5, NODE5]
+
+
+@pytest.mark.parametrize("grpc_client", SENDERS)
 @pytest.mark.parametrize("message_type", ["NORMAL", "DELAY"])
 def test_the_route_accepts_the_topics_message_type_and_sends_of_another_are_refused(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient, message_type: str
-) -> None:
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient, message_type: str,
+    grpc_client: str,
+) -> None:  # fmt: skip
     """RocketMQ 5 enforces a topic's `message.type`: the route names the one type it takes,
-    the client refuses to send another, and the front refuses what reaches it anyway."""
+    the client (from the server's settings) refuses to send another."""
     topic, _ = _topic_and_group(client, pop_target, message_type)
-    routed = run_driver(PYTHON5, "route", endpoints=front, topic=topic)
-    routed.check()
-    (route,) = [e for e in routed.events if e.get("event") == "route"]
+    routed = run_driver(grpc_client, "route", endpoints=front, topic=topic)
+    (route,) = routed.check().of("route")
     assert {tuple(q["acceptMessageTypes"]) for q in route["queues"]} == {(message_type,)}
     wrong = {"deliver_after_ms": 2000} if message_type == "NORMAL" else {}
-    refused = run_driver(PYTHON5, "produce", endpoints=front, topic=topic, count=1, **wrong)
+    refused = run_driver(grpc_client, "produce", endpoints=front, topic=topic, count=1, **wrong)
     assert refused.returncode != 0 and not refused.sent(), refused.events
 
 
+# Read back by the Python client: the Node client's gRPC library takes replies of at most 4 MiB
+# (grpc-js's default), so a receive holding a 4 MiB body fails there with RESOURCE_EXHAUSTED,
+# whichever server sends it.
+@pytest.mark.parametrize("grpc_client", SENDERS)
 @pytest.mark.parametrize("size", [1, 4096, 4 << 20])
 def test_bodies_up_to_4_mib_round_trip(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient, size: int
-) -> None:
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient, size: int,
+    grpc_client: str,
+) -> None:  # fmt: skip
     topic, group = _topic_and_group(client, pop_target)
-    produced = run_driver(PYTHON5, "produce", endpoints=front, topic=topic, count=1, body_size=size)
+    produced = run_driver(
+        grpc_client, "produce", endpoints=front, topic=topic, count=1, body_size=size
+    )
     produced.check()
     consumed = _consume(front, topic, group, 1)
     ((sent,), (got,)) = (produced.sent(), consumed.received())
     assert got["bodyLen"] == size and got["bodyMd5"] == sent["bodyMd5"]
 
 
+@pytest.mark.parametrize("grpc_client", SENDERS)
 def test_a_body_over_4_mib_is_refused(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient, grpc_client: str
 ) -> None:
     """The client's own limit (the server's max_body_size, from its settings) refuses it."""
     topic, _ = _topic_and_group(client, pop_target)
     refused = run_driver(
-        PYTHON5, "produce", endpoints=front, topic=topic, count=1, body_size=(4 << 20) + 1
+        grpc_client, "produce", endpoints=front, topic=topic, count=1, body_size=(4 << 20) + 1
     )
     assert refused.returncode != 0 and not refused.sent(), refused.events
 
 
+@pytest.mark.parametrize("grpc_client", SENDERS)
 def test_a_tag_filter_gets_only_its_tags(
-    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient, grpc_client: str
 ) -> None:
     topic, group = _topic_and_group(client, pop_target)
     for tag in ("TagA", "TagB"):
-        produced = run_driver(PYTHON5, "produce", endpoints=front, topic=topic, count=2, tag=tag)
+        produced = run_driver(
+            grpc_client, "produce", endpoints=front, topic=topic, count=2, tag=tag
+        )
         produced.check()
-    consumed = _consume(front, topic, group, 2, tags="TagB", linger=2)
+    consumed = _consume(front, topic, group, 2, grpc_client, tags="TagB", linger=2)
     assert [e["tags"] for e in consumed.received()] == ["TagB", "TagB"]
 
 
