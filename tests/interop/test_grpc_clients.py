@@ -14,7 +14,15 @@ from typing import Any
 
 import pytest
 
-from interop.drivers import GRPC_CLIENTS, NODE5, PYTHON5, RUST5, run_driver, start_driver
+from interop.drivers import (
+    GRPC_CLIENTS,
+    JAVA5GRPC,
+    NODE5,
+    PYTHON5,
+    RUST5,
+    run_driver,
+    start_driver,
+)
 from interop.ports import lease_port_block
 from interop.target import ClusterTarget, create_target
 from sidewinder.protocol.body import loads
@@ -297,6 +305,51 @@ def test_an_open_transaction_is_resolved_by_the_brokers_check(
     assert sorted(e["msgId"] for e in consumed.received()) == sorted(
         e["msgId"] for e in runs["commit"].sent()
     )
+
+
+@pytest.mark.parametrize("grpc_client", [PYTHON5, JAVA5GRPC])
+def test_transactions_a_producer_left_open_are_resolved_by_its_successor(
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient, grpc_client: str
+) -> None:
+    """A producer sends two half messages and exits without ending them; the broker's check
+    reaches the producer of the topic that runs next, whose checker commits them with its own."""
+    topic, group = _topic_and_group(client, pop_target, "TRANSACTION")
+    left = run_driver(
+        grpc_client, "transact", endpoints=front, topic=topic, count=2, answer="unknown"
+    )
+    successor = run_driver(
+        grpc_client, "transact", endpoints=front, topic=topic, count=1, start=2,
+        answer="unknown-commit", timeout_s=120,
+    )  # fmt: skip
+    orphans = {e["msgId"] for e in left.check().sent()}
+    answered = {e["msgId"]: e["answer"] for e in successor.check().of("checked")}
+    # The half queue is checked oldest first: the orphans before the successor's own message.
+    assert answered == dict.fromkeys(orphans | {e["msgId"] for e in successor.sent()}, "commit")
+    consumed = _consume(front, topic, group, 3, linger=2)
+    assert sorted(e["msgId"] for e in consumed.received()) == sorted(
+        orphans | {e["msgId"] for e in successor.sent()}
+    )
+
+
+def test_a_recalled_delay_message_is_never_delivered(
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient
+) -> None:
+    """The Java client (the one of the five with Producer.recallMessage) recalls two DELAY
+    messages by their send receipts' handles (RecallMessage, then the broker's RECALL_MESSAGE);
+    a third, not recalled, is delivered when due and the recalled ones never are."""
+    topic, group = _topic_and_group(client, pop_target, "DELAY")
+    recalled = run_driver(
+        JAVA5GRPC, "produce", endpoints=front, topic=topic, count=2, deliver_after_ms=3000,
+        recall=True,
+    ).check()  # fmt: skip
+    assert [e["msgId"] for e in recalled.of("recalled")] == [e["msgId"] for e in recalled.sent()]
+    assert all(e["recallHandle"] for e in recalled.sent())
+    kept = run_driver(
+        JAVA5GRPC, "produce", endpoints=front, topic=topic, count=1, start=2,
+        deliver_after_ms=3000,
+    ).check()  # fmt: skip
+    consumed = _consume(front, topic, group, 1, linger=4)
+    assert [e["msgId"] for e in consumed.received()] == [e["msgId"] for e in kept.sent()]
 
 
 # RocketMQ's proxy registers a gRPC client with LanguageCode.valueOf(x-mq-language)

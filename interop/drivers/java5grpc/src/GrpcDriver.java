@@ -74,6 +74,7 @@ import org.apache.rocketmq.client.apis.message.MessageBuilder;
 import org.apache.rocketmq.client.apis.message.MessageView;
 import org.apache.rocketmq.client.apis.producer.Producer;
 import org.apache.rocketmq.client.apis.producer.ProducerBuilder;
+import org.apache.rocketmq.client.apis.producer.RecallReceipt;
 import org.apache.rocketmq.client.apis.producer.SendReceipt;
 import org.apache.rocketmq.client.apis.producer.Transaction;
 import org.apache.rocketmq.client.apis.producer.TransactionChecker;
@@ -270,9 +271,9 @@ public final class GrpcDriver {
         "secret-key", "count", "mode", "tag", "keys-prefix", "body-prefix", "body-size", "prop",
         "start", "message-group", "deliver-after-ms", "keep-going", "answer", "expect", "tags",
         "sql", "linger", "batch-size", "invisible-duration", "await-duration", "no-ack",
-        "reconsume-later", "threads"));
+        "reconsume-later", "threads", "recall"));
     // Given bare (`--no-ack`) or with a value (`--no-ack true`, as interop/drivers.py writes them).
-    static final Set<String> FLAGS = new HashSet<>(Arrays.asList("keep-going", "no-ack"));
+    static final Set<String> FLAGS = new HashSet<>(Arrays.asList("keep-going", "no-ack", "recall"));
     static final List<String> ANSWERS =
         Arrays.asList("commit", "rollback", "unknown-commit", "unknown-rollback", "unknown");
 
@@ -378,6 +379,7 @@ public final class GrpcDriver {
         String messageGroup;
         long deliverAfterMs;
         boolean keepGoing;
+        boolean recall;
         String answer;
         long expect;
         String tags;
@@ -418,6 +420,7 @@ public final class GrpcDriver {
         a.messageGroup = opt("message-group", null);
         a.deliverAfterMs = longOpt("deliver-after-ms", 0);
         a.keepGoing = flag("keep-going");
+        a.recall = flag("recall");
         a.answer = opt("answer", null);
         a.expect = longOpt("expect", -1);
         a.tags = opt("tags", "*");
@@ -708,6 +711,9 @@ public final class GrpcDriver {
             // The 5.x client sends one message per call and has no oneway or batch send.
             fail("unsupported", "produce --mode " + a.mode + " (the 5.x client: sync, async)", 2);
         }
+        if (a.recall && !a.mode.equals("sync")) {
+            throw new UsageError("--recall recalls each message after its send: --mode sync only");
+        }
         Producer producer = startProducer(a, null, true);
         long sent = 0;
         long failed = 0;
@@ -728,6 +734,9 @@ public final class GrpcDriver {
                 }
                 emit(sentEvent(a, i, m, r));
                 sent++;
+                if (a.recall) {
+                    recall(producer, a, i, r);
+                }
             }
         } else {
             List<Object[]> pending = new ArrayList<>();
@@ -758,6 +767,17 @@ public final class GrpcDriver {
             fail("send", failed + " of " + a.count + " sends failed", 1);
         }
         done(ev("done").put("sent", sent), producer);
+    }
+
+    /** Producer.recallMessage with the send receipt's handle (a DELAY message's): `recalled`. */
+    static void recall(Producer producer, Args a, long i, SendReceipt r) {
+        String handle = r instanceof SendReceiptImpl ? ((SendReceiptImpl) r).getRecallHandle() : null;
+        try {
+            RecallReceipt recalled = producer.recallMessage(a.topic, handle);
+            emit(ev("recalled").put("index", i).put("msgId", recalled.getMessageId().toString()));
+        } catch (Throwable t) {
+            fail("recall", t, 1, "index", i);
+        }
     }
 
     // ------------------------------------------------------------------ transact
