@@ -70,6 +70,19 @@ def local_front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Clus
         target.stop()
 
 
+def _pull_when_there(
+    client: SyncRemotingClient, target: ClusterTarget, topic: str
+) -> RemotingCommand:
+    """A 4.x pull of queue 0 of `topic` by a new group, until it finds messages (20 s)."""
+    deadline = time.monotonic() + 20
+    while True:
+        reply = client.invoke(target.broker_addr, pull_request(topic, unique("Reader")), 10)
+        if reply.code == ResponseCode.SUCCESS or time.monotonic() > deadline:
+            assert reply.code == ResponseCode.SUCCESS, reply
+            return reply
+        time.sleep(0.5)
+
+
 def _connections(
     client: SyncRemotingClient, target: ClusterTarget, group: str
 ) -> list[dict[str, Any]]:
@@ -502,6 +515,35 @@ def test_a_fifo_group_gets_a_message_groups_messages_in_order(
         assert {e["messageType"] for e in got} == {"FIFO"}
 
 
+@pytest.mark.parametrize("grpc_client", [PYTHON5, JAVA5GRPC])
+def test_a_fifo_message_over_its_max_attempts_goes_to_the_dlq_and_the_group_goes_on(
+    pop_target: ClusterTarget, front: str, client: SyncRemotingClient, grpc_client: str
+) -> None:
+    """A FIFO group of retryMaxTimes 1 (2 attempts): the push consumer fails the first message
+    twice, then forwards it to %DLQ%group (ForwardMessageToDeadLetterQueue), where a 4.x pull
+    finds it, and the message group's other messages follow in order."""
+    topic, group = unique("GrpcFifoDlq"), unique("GrpcFifoDlqGroup")
+    for request in (
+        create_topic_request(topic, 1, "FIFO"),
+        create_group_request(group, 1, orderly=True),
+    ):
+        assert client.invoke(pop_target.broker_addr, request, 10).code == ResponseCode.SUCCESS
+    produced = run_driver(
+        grpc_client, "produce", endpoints=front, topic=topic, count=4, message_group="order-9"
+    )
+    sent = [e["msgId"] for e in produced.check().sent()]
+    consumed = run_driver(
+        grpc_client, "push-consume", endpoints=front, topic=topic, group=group, expect=3,
+        reconsume_later=2, timeout_s=90,
+    ).check()  # fmt: skip
+    got = consumed.received(only_ok=False)
+    assert [e["msgId"] for e in got if e["action"] == "later"] == [sent[0]] * 2
+    assert [e["msgId"] for e in got if e["action"] == "ok"] == sent[1:]
+    reply = _pull_when_there(client, pop_target, f"%DLQ%{group}")
+    (record,) = message_records(reply.body_bytes)
+    assert record.properties().get("UNIQ_KEY") == sent[0]
+
+
 # What each client answers to the front's PrintThreadStackTraceCommand and VerifyMessageCommand:
 # (a text in its stacks, ConsumeMessageDirectlyResult's consumeResult or mqadmin's error).
 _CLIENT_CALL_ANSWERS = {
@@ -592,14 +634,7 @@ def test_a_message_over_its_max_attempts_goes_to_the_dlq_a_4x_consumer_reads(
         timeout_s=90,
     ).check()
     assert [e["deliveryAttempt"] for e in consumed.received(only_ok=False)] == [1, 2]
-    dlq = f"%DLQ%{group}"
-    deadline = time.monotonic() + 20
-    while True:
-        reply = client.invoke(pop_target.broker_addr, pull_request(dlq, unique("DlqReader")), 10)
-        if reply.code == ResponseCode.SUCCESS or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    assert reply.code == ResponseCode.SUCCESS, reply
+    reply = _pull_when_there(client, pop_target, f"%DLQ%{group}")
     (record,) = message_records(reply.body_bytes)
     assert record.properties().get("UNIQ_KEY") == sent["msgId"]
 
