@@ -23,9 +23,8 @@ from sidewinder.client.admin import Admin
 from sidewinder.client.admin_groups import consumer_connection
 from sidewinder.client.route_cache import MASTER_ID, ClientError
 from sidewinder.protocol import body
-from sidewinder.protocol.codes import CURRENT_VERSION, RequestCode
+from sidewinder.protocol.codes import CURRENT_VERSION, RequestCode, version_desc
 from sidewinder.tools.mqadmin.command import command
-from sidewinder.tools.mqadmin.java import version_desc
 from sidewinder.tools.mqadmin.stats import _day_sum, _stats_data
 
 DEFAULT_DIR = "/tmp/rocketmq/export"
