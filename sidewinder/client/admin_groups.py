@@ -24,6 +24,28 @@ from sidewinder.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 
 RETRY_PREFIX = "%RETRY%"
+# The groups every RocketMQ broker keeps for itself (MixAll): tools list the others.
+SYSTEM_GROUPS = frozenset(
+    {
+        "DEFAULT_CONSUMER",
+        "DEFAULT_PRODUCER",
+        "TOOLS_CONSUMER",
+        "FILTERSRV_CONSUMER",
+        "__MONITOR_CONSUMER",
+        "CLIENT_INNER_PRODUCER",
+        "SELF_TEST_P_GROUP",
+        "SELF_TEST_C_GROUP",
+        "CID_ONS-HTTP-PROXY",
+        "CID_ONSAPI_PERMISSION",
+        "CID_ONSAPI_OWNER",
+        "CID_ONSAPI_PULL",
+        "CID_RMQ_SYS_TRANS",
+    }
+)
+
+
+def is_system_group(name: str) -> bool:
+    return name in SYSTEM_GROUPS or name.startswith("CID_RMQ_SYS_")
 
 
 @dataclass(frozen=True)
