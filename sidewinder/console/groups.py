@@ -22,7 +22,7 @@ from sidewinder.client.route_cache import ClientError
 from sidewinder.console.calls import fan_out, guarded
 from sidewinder.console.cluster import ClusterView
 from sidewinder.protocol import body
-from sidewinder.protocol.codes import RequestCode, ResponseCode, version_desc
+from sidewinder.protocol.codes import RequestCode, version_desc
 
 GROUP_SORTS = ("lag", "name", "tps", "clients")
 
@@ -161,16 +161,16 @@ class GroupView:
 
     async def reset_offset(self, group: str, topic: str, timestamp_ms: int) -> list[dict[str, Any]]:
         """Each queue's new offset: through the broker when a client of the group is online
-        (it tells the clients), else written by the console itself, as mqadmin does."""
+        (it tells the clients), else written by the console itself, as mqadmin does when the
+        broker answers CONSUMER_NOT_ONLINE (or, for a group it has no record of, an error)."""
         try:
             table = await reset_offset(self.admin, topic, group, timestamp_ms)
             return [
                 {"broker": q.broker_name, "queue_id": q.queue_id, "offset": offset}
                 for q, offset in sorted(table)
             ]
-        except ClientError as exc:
-            if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
-                raise
+        except ClientError:
+            pass
         rows = await reset_offset_old(self.admin, group, topic, timestamp_ms)
         return [
             {

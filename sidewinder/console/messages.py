@@ -231,13 +231,39 @@ class MessageView:
             raise
 
     async def dead_letters(self, group: str) -> list[ReceivedMessage]:
-        """The newest messages of the group's %DLQ% topic (none when it has no such topic)."""
+        """The newest messages of the group's %DLQ% topic (none when it has no such topic).
+        A broker makes that topic write-only, so they are read as the tools read a queue:
+        its consume queue entries (QUERY_CONSUME_QUEUE), then each record by its offset."""
         try:
-            found, _ = await self.by_time(DLQ_PREFIX + group)
+            queues = await self._queues(DLQ_PREFIX + group)
         except ClientError as exc:
             if exc.code == ResponseCode.TOPIC_NOT_EXIST:
                 return []
             raise
+        outcomes = await fan_out({q: self._stored(a, q) for a, q in queues})
+        found = [m for o in outcomes.values() if o.ok and o.value for m in o.value]
+        found.sort(key=lambda m: (m.store_timestamp, m.queue_offset), reverse=True)
+        return found
+
+    async def _stored(self, addr: str, queue: MessageQueue) -> list[ReceivedMessage]:
+        low = await queue_bound(self.admin.remoting, addr, queue, RequestCode.GET_MIN_OFFSET)
+        high = await queue_bound(self.admin.remoting, addr, queue, RequestCode.GET_MAX_OFFSET)
+        index = max(low, high - PER_QUEUE_LIMIT)
+        if index >= high:
+            return []
+        ext = {
+            "topic": queue.topic,
+            "queueId": str(queue.queue_id),
+            "index": str(index),
+            "count": str(high - index),
+        }
+        reply = await self.admin.ask_broker(addr, RequestCode.QUERY_CONSUME_QUEUE, ext)
+        entries = (body.loads(reply.body_bytes).get("queueData") or []) if reply.body else []
+        found = []
+        for entry in entries:
+            record = decode_record(await self.admin.view_message(addr, int(entry["physicOffset"])))
+            if isinstance(record, MessageRecord):
+                found.append(ReceivedMessage.of(queue, record))
         return found
 
     async def consume_directly(self, group: str, client_id: str, msg_id: str) -> dict[str, Any]:

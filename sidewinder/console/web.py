@@ -158,7 +158,8 @@ def render(request: Request, template: str, data: dict[str, Any], status: int = 
 
 
 def error_response(request: Request, exc: BaseException, status: int) -> Response:
-    message = describe_error(exc) if not isinstance(exc, LookupError | ValueError) else str(exc)
+    plain = isinstance(exc, LookupError | ValueError | PermissionError)
+    message = str(exc) if plain else describe_error(exc)
     if is_api(request):
         return JSONResponse({"error": message}, status)
     return render(request, "error.html", {"error": message}, status)
