@@ -114,7 +114,8 @@ class ConsoleChild:
         if self.process is not None and self.process.returncode is None:
             self.process.terminate()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.process.wait(), 5)
+                async with asyncio.timeout(5):
+                    await self.process.wait()
             if self.process.returncode is None:
                 self.process.kill()
                 await self.process.wait()

@@ -48,7 +48,8 @@ def describe_error(exc: BaseException) -> str:
 async def guarded(call: Awaitable[T], timeout_s: float = CALL_TIMEOUT_S) -> Outcome[T]:
     """The call's value, or what went wrong; never raises for a broker's failure or silence."""
     try:
-        return Outcome(await asyncio.wait_for(call, timeout_s))
+        async with asyncio.timeout(timeout_s):
+            return Outcome(await call)
     except (ClientError, RemotingError, OSError, TimeoutError, ValueError, KeyError) as exc:
         return Outcome(error=describe_error(exc))
 

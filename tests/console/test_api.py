@@ -1,0 +1,86 @@
+"""The console's JSON API without a browser, on both targets: the same data as the pages, CSRF
+on every change, and a broker that does not answer shown as such, in bounded time."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from interop.target import ClusterTarget
+from sidewinder.client.admin import Admin
+from sidewinder.console.calls import guarded
+from sidewinder.console.messages import render_body
+from tests.console.conftest import ApiClient
+from tests.helpers import run, unique
+
+pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("console")]
+
+
+def test_overview_lists_the_broker(target: ClusterTarget, api: ApiClient) -> None:
+    overview = api.get("/api/overview")
+    brokers = overview["clusters"][target.cluster_name]
+    assert [b["addr"] for b in brokers] == [target.broker_addr]
+    assert brokers[0]["alive"] and brokers[0]["role"] == "MASTER"
+    assert brokers[0]["version"].startswith("V4_")
+
+
+def test_a_change_without_the_csrf_token_is_refused(api: ApiClient) -> None:
+    topic = unique("ConsoleNoToken")
+    status, answer = api.post("/api/topics/save", {"name": topic, "cluster": "x"}, token="")
+    assert status == 403
+    assert "CSRF" in answer["error"]
+
+
+def test_create_and_delete_a_topic(target: ClusterTarget, api: ApiClient) -> None:
+    topic = unique("ConsoleApi")
+    fields = {"name": topic, "cluster": target.cluster_name, "queues": 3}
+    status, answer = api.post("/api/topics/save", fields)
+    assert status == 200, answer
+    assert answer["brokers"] == [target.broker_addr]
+    detail = api.get(f"/api/topic?name={topic}")
+    assert len(detail["queues"]) == 3
+    assert topic in [t["name"] for t in api.get("/api/topics?kind=normal")["topics"]]
+    status, _ = api.post("/api/topics/delete", {"name": topic, "cluster": target.cluster_name})
+    assert status == 200
+    assert topic not in [t["name"] for t in api.get("/api/topics")["topics"]]
+
+
+def test_topic_kinds(api: ApiClient) -> None:
+    system = [t["name"] for t in api.get("/api/topics?kind=system")["topics"]]
+    assert "TBW102" in system
+    normal = [t["name"] for t in api.get("/api/topics?kind=normal")["topics"]]
+    assert "TBW102" not in normal
+
+
+def test_a_silent_broker_is_reported_in_bounded_time() -> None:
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        addr = f"127.0.0.1:{silent.getsockname()[1]}"
+
+        async def scenario() -> None:
+            async with Admin("127.0.0.1:1") as admin:
+                started = time.monotonic()
+                outcome = await guarded(admin.broker_runtime(addr), timeout_s=1.0)
+                assert not outcome.ok
+                assert time.monotonic() - started < 3
+
+        run(scenario, 30)
+
+
+@pytest.mark.parametrize(
+    ("data", "kind"),
+    [
+        (b'{"a": [1, 2]}', "json"),
+        (b"plain <b>text</b>", "text"),
+        (bytes(range(40)), "hex"),
+        (b"", "empty"),
+    ],
+)
+def test_body_rendering(data: bytes, kind: str) -> None:
+    rendered = render_body(data)
+    assert rendered.kind == kind
+    if kind == "json":
+        assert rendered.text == '{\n  "a": [\n    1,\n    2\n  ]\n}'
