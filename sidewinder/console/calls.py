@@ -28,6 +28,8 @@ FAN_OUT_LIMIT = 64
 class Outcome(Generic[T]):
     value: T | None = None
     error: str | None = None
+    # The far end answered, with a refusal or an error of its own: it is up.
+    answered: bool = True
 
     @property
     def ok(self) -> bool:
@@ -50,8 +52,10 @@ async def guarded(call: Awaitable[T], timeout_s: float = CALL_TIMEOUT_S) -> Outc
     try:
         async with asyncio.timeout(timeout_s):
             return Outcome(await call)
-    except (ClientError, RemotingError, OSError, TimeoutError, ValueError, KeyError) as exc:
+    except ClientError as exc:
         return Outcome(error=describe_error(exc))
+    except (RemotingError, OSError, TimeoutError, ValueError, KeyError) as exc:
+        return Outcome(error=describe_error(exc), answered=False)
 
 
 async def fan_out(

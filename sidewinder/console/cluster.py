@@ -157,7 +157,9 @@ class ClusterView:
             if outcome.ok and outcome.value is not None:
                 fill_runtime(row, outcome.value)
             else:
-                row.alive, row.error = False, outcome.error
+                # A broker that answers with an error is up (RocketMQ 4.9's fails its first
+                # seconds with NoSuchElementException, before its first TPS sample).
+                row.alive, row.error = outcome.answered, outcome.error
             overview.clusters.setdefault(row.cluster, []).append(row)
         return overview
 

@@ -39,8 +39,11 @@ def fill(browser: Any, form_css: str, **values: str) -> None:
 
 
 def submit(browser: Any, form_css: str) -> None:
+    submit_form(browser, browser.find_element(By.CSS_SELECTOR, form_css))
+
+
+def submit_form(browser: Any, form: Any) -> None:
     """Click the form's button, accept its confirmation if it asks one, wait for the answer."""
-    form = browser.find_element(By.CSS_SELECTOR, form_css)
     confirm = form.get_attribute("data-confirm")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     if confirm:

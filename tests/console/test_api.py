@@ -22,8 +22,10 @@ def test_overview_lists_the_broker(target: ClusterTarget, api: ApiClient) -> Non
     overview = api.get("/api/overview")
     brokers = overview["clusters"][target.cluster_name]
     assert [b["addr"] for b in brokers] == [target.broker_addr]
-    assert brokers[0]["alive"] and brokers[0]["role"] == "MASTER"
-    assert brokers[0]["version"].startswith("V4_")
+    assert brokers[0]["alive"], brokers[0]["error"]
+    assert brokers[0]["role"] == "MASTER"
+    if brokers[0]["error"] is None:  # RocketMQ's first seconds: no statistics yet
+        assert brokers[0]["version"].startswith("V4_")
 
 
 def test_a_change_without_the_csrf_token_is_refused(api: ApiClient) -> None:

@@ -10,12 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 
 from interop.target import ClusterTarget
 from sidewinder.client.producer import Message
 from sidewinder.client.push_consumer import ConsumeStatus
 from sidewinder.client.sync import Producer, PushConsumer
-from tests.console.browsing import fill, has, open_page, submit, text_of
+from tests.console.browsing import fill, has, open_page, submit, submit_form, text_of
 from tests.console.conftest import ConsoleProcess, wait_for
 from tests.helpers import unique
 
@@ -102,17 +104,19 @@ def _collect(got: list[Any]) -> Any:
 
 def test_dead_letter_resend(target: ClusterTarget, console: ConsoleProcess, browser: Any) -> None:
     """A message the group's consumer refuses goes to %DLQ%group (no retries allowed); the DLQ
-    page shows it, and Resend sends it again to its topic."""
+    page shows it; Resend hands it to the connected consumer (CONSUME_MESSAGE_DIRECTLY), then
+    sends it again to its topic, where the consumer takes it once more."""
     topic, group = unique("ConsoleDlq"), unique("console_dlq")
+    poison = b"poison pill"
     seen: list[bytes] = []
 
     def listener(messages: list[Any]) -> ConsumeStatus:
         seen.extend(m.body for m in messages)
-        first = seen.count(messages[0].body) == 1
-        return ConsumeStatus.RECONSUME_LATER if first else ConsumeStatus.SUCCESS
+        refuse = any(m.body == poison for m in messages) and seen.count(poison) == 1
+        return ConsumeStatus.RECONSUME_LATER if refuse else ConsumeStatus.SUCCESS
 
     with Producer(unique("console_producers"), target.namesrv_addr) as producer:
-        producer.send(Message(topic, b"warm-up", keys=["warm"]))
+        producer.send(Message(topic, b"warm-up"))
         consumer = PushConsumer(
             group,
             target.namesrv_addr,
@@ -123,14 +127,23 @@ def test_dead_letter_resend(target: ClusterTarget, console: ConsoleProcess, brow
         consumer.subscribe(topic, "*")
         consumer.start()
         try:
-            producer.send(Message(topic, b"poison pill", tags="bad", keys=["poison"]))
-            wait_for(lambda: _dlq_count(browser, console, group) >= 1, 60, "a message in the DLQ")
+            wait_for(lambda: b"warm-up" in seen, 60, "the consumer to start")
+            producer.send(Message(topic, poison, tags="bad", keys=["poison"]))
+            wait_for(lambda: _dlq_count(browser, console, group) >= 1, 60, "a dead letter")
             assert "poison" in text_of(browser, "#message-list")
+
+            form = browser.find_element(By.CSS_SELECTOR, "form.resend")
+            Select(form.find_element(By.NAME, "client_id")).select_by_index(1)
+            submit_form(browser, form)
+            assert "CR_SUCCESS" in text_of(browser, "#notice")
+            assert seen.count(poison) == 2
+
             submit(browser, "form.resend")
             assert f"sent again to {topic}" in text_of(browser, "#notice")
-            wait_for(lambda: _found_by_key(browser, console, topic, "poison") == 2, 30, "a copy")
+            wait_for(lambda: seen.count(poison) == 3, 60, "the resent message")
         finally:
             consumer.close()
+    assert _found_by_key(browser, console, topic, "poison") == 2
 
 
 def _found_by_key(browser: Any, console: ConsoleProcess, topic: str, key: str) -> int:
