@@ -24,6 +24,12 @@ def argument_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--access-key", help="ACL 1.0 account the console signs requests with")
     parser.add_argument("--secret-key")
+    parser.add_argument(
+        "--sample-interval",
+        type=float,
+        default=10.0,
+        help="seconds between the overview chart's TPS samples (an hour is kept)",
+    )
     return parser
 
 
@@ -36,7 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:
         print(f"mqconsole: {exc}: install the console extra (pip install 'sidewinder-mq[console]')")
         return 2
-    app = create_app(args.namesrv, access_key=args.access_key, secret_key=args.secret_key)
+    app = create_app(
+        args.namesrv,
+        access_key=args.access_key,
+        secret_key=args.secret_key,
+        sample_interval_s=args.sample_interval,
+    )
     print(f"mqconsole: http://{args.bind}:{args.port}/ (name server {args.namesrv})", flush=True)
     uvicorn.run(app, host=args.bind, port=args.port, log_level="warning")
     return 0

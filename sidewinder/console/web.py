@@ -10,8 +10,11 @@ matches the console's cookie; pages escape everything they show (Jinja autoescap
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import contextlib
 import hmac
+import json
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -19,7 +22,7 @@ from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -29,13 +32,14 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from sidewinder.client.admin import Admin
-from sidewinder.client.producer import Producer
+from sidewinder.client.producer import Message, Producer
 from sidewinder.client.pulling import ReceivedMessage
 from sidewinder.client.route_cache import ClientError
 from sidewinder.console.calls import describe_error
 from sidewinder.console.cluster import TOPIC_KINDS, ClusterView
 from sidewinder.console.groups import GROUP_SORTS, GroupView
 from sidewinder.console.messages import MessageView, message_json, render_body
+from sidewinder.console.sampler import TpsSampler
 from sidewinder.remoting.connection import RemotingError
 
 HERE = Path(__file__).parent
@@ -49,7 +53,13 @@ Handler = Callable[[Request], Awaitable[dict[str, Any]]]
 class Console:
     """What the handlers share: one Admin, one producer (for resends), the views."""
 
-    def __init__(self, namesrv: str, access_key: str | None, secret_key: str | None) -> None:
+    def __init__(
+        self,
+        namesrv: str,
+        access_key: str | None,
+        secret_key: str | None,
+        sample_interval_s: float = 10.0,
+    ) -> None:
         self.namesrv = namesrv
         self.admin = Admin(namesrv, access_key=access_key, secret_key=secret_key)
         self.producer = Producer(
@@ -58,8 +68,17 @@ class Console:
         self.cluster = ClusterView(self.admin, namesrv)
         self.groups = GroupView(self.admin, self.cluster)
         self.messages = MessageView(self.admin, self.producer)
+        self.sampler = TpsSampler(self.cluster, sample_interval_s)
+        self.sampling: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.sampling = asyncio.create_task(self.sampler.run())
 
     async def close(self) -> None:
+        if self.sampling is not None:
+            self.sampling.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.sampling
         await self.producer.close()
         await self.admin.close()
 
@@ -204,7 +223,10 @@ def console_of(request: Request) -> Console:
 
 # -- pages -----------------------------------------------------------------------------------
 async def overview(request: Request) -> dict[str, Any]:
-    return (await console_of(request).cluster.overview()).as_json()
+    console = console_of(request)
+    data = (await console.cluster.overview()).as_json()
+    data["tps"] = {cluster: console.sampler.chart(cluster) for cluster in data["clusters"]}
+    return data
 
 
 async def topics(request: Request) -> dict[str, Any]:
@@ -302,6 +324,28 @@ async def dlq(request: Request) -> dict[str, Any]:
     }
 
 
+async def export_dead_letters(request: Request) -> Response:
+    """A group's dead letters as JSON lines, each with its body in base64 and as shown."""
+    name = request.query_params.get("group", "")
+    if not name:
+        return JSONResponse({"error": "no group given"}, 400)
+    try:
+        found = await console_of(request).messages.dead_letters(name)
+    except (ClientError, RemotingError, OSError) as exc:
+        return error_response(request, exc, 502)
+    lines = []
+    for m in found:
+        shown = message_json(m, with_body=True)
+        shown["body_base64"] = base64.b64encode(m.body).decode()
+        lines.append(json.dumps(shown, ensure_ascii=False))
+    disposition = f'attachment; filename="dlq-{quote(name)}.jsonl"'
+    return Response(
+        "".join(line + "\n" for line in lines),
+        media_type="application/x-ndjson",
+        headers={"Content-Disposition": disposition},
+    )
+
+
 # -- actions ---------------------------------------------------------------------------------
 def field(request: Request, name: str) -> str:
     value = str(request.state.fields.get(name, "")).strip()
@@ -331,6 +375,27 @@ async def delete_topic(request: Request) -> dict[str, Any]:
     name = field(request, "name")
     await console_of(request).cluster.delete_topic(name, field(request, "cluster"))
     return {"topic": name, "notice": f"topic {name} deleted", "redirect": "/topics"}
+
+
+async def send_message(request: Request) -> dict[str, Any]:
+    """A test message to a topic, from the console's own producer group."""
+    name = field(request, "topic")
+    fields = request.state.fields
+    message = Message(
+        name,
+        fields.get("body", "").encode(),
+        tags=fields.get("tags") or None,
+        keys=fields.get("keys", "").split(),
+    )
+    sent = await console_of(request).producer.send(message)
+    return {
+        "topic": name,
+        "status": sent.status,
+        "msg_id": sent.msg_id,
+        "offset_msg_id": sent.offset_msg_id,
+        "notice": f"sent {sent.msg_id} to {name}: {sent.status}",
+        "redirect": "/topic?" + urlencode({"name": name}),
+    }
 
 
 async def reset_offset(request: Request) -> dict[str, Any]:
@@ -396,6 +461,7 @@ def routes() -> list[Route | Mount]:
     actions = [
         ("/topics/save", save_topic),
         ("/topics/delete", delete_topic),
+        ("/topic/send", send_message),
         ("/group/reset", reset_offset),
         ("/group/delete", delete_group),
         ("/dlq/resend", resend),
@@ -408,16 +474,22 @@ def routes() -> list[Route | Mount]:
     for path, handler in actions:
         table.append(Route(path, action(handler), methods=["POST"]))
         table.append(Route("/api" + path, action(handler), methods=["POST"]))
+    table.append(Route("/api/dlq/export", export_dead_letters))
     table.append(Mount("/static", StaticFiles(directory=HERE / "static"), name="static"))
     return table
 
 
 def create_app(
-    namesrv: str, *, access_key: str | None = None, secret_key: str | None = None
+    namesrv: str,
+    *,
+    access_key: str | None = None,
+    secret_key: str | None = None,
+    sample_interval_s: float = 10.0,
 ) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        app.state.console = Console(namesrv, access_key, secret_key)
+        app.state.console = Console(namesrv, access_key, secret_key, sample_interval_s)
+        app.state.console.start()
         try:
             yield
         finally:

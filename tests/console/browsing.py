@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from selenium.common.exceptions import NoSuchElementException
+from selenium.common.exceptions import NoSuchElementException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -43,9 +43,16 @@ def submit(browser: Any, form_css: str) -> None:
 
 
 def submit_form(browser: Any, form: Any) -> None:
-    """Click the form's button, accept its confirmation if it asks one, wait for the answer."""
+    """Click the form's button, accept its confirmation if it asks one, and wait for the next
+    page: the old one carried a mark the new one lacks (checked through the navigation, when
+    the driver may answer with errors about the departing document)."""
     confirm = form.get_attribute("data-confirm")
+    browser.execute_script("window.mqconsoleLeaving = true")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     if confirm:
         WebDriverWait(browser, 5).until(expected_conditions.alert_is_present()).accept()
-    WebDriverWait(browser, 30).until(expected_conditions.staleness_of(form))
+    WebDriverWait(browser, 30, ignored_exceptions=(WebDriverException,)).until(
+        lambda b: b.execute_script(
+            "return window.mqconsoleLeaving === undefined && document.readyState === 'complete'"
+        )
+    )

@@ -86,3 +86,27 @@ def test_body_rendering(data: bytes, kind: str) -> None:
     assert rendered.kind == kind
     if kind == "json":
         assert rendered.text == '{\n  "a": [\n    1,\n    2\n  ]\n}'
+
+
+def test_send_a_test_message(target: ClusterTarget, api: ApiClient) -> None:
+    topic = unique("ConsoleSend")
+    api.post("/api/topics/save", {"name": topic, "cluster": target.cluster_name, "queues": 2})
+    fields = {"topic": topic, "body": '{"hello": "console"}', "tags": "t", "keys": "k1 k2"}
+    status, sent = api.post("/api/topic/send", fields)
+    assert status == 200, sent
+    assert sent["status"] == "SEND_OK"
+    found = api.get(f"/api/message?id={sent['offset_msg_id']}")["message"]
+    assert found["keys"] == ["k1", "k2"]
+    assert found["body"] == {"kind": "json", "text": '{\n  "hello": "console"\n}', "size": 20}
+
+
+def test_overview_samples_tps_for_its_chart(target: ClusterTarget, api: ApiClient) -> None:
+    chart = api.get("/api/overview")["tps"][target.cluster_name]
+    assert chart["samples"] >= 1
+    assert chart["width"] > 0
+
+
+def test_export_of_an_empty_dead_letter_queue(api: ApiClient) -> None:
+    with api.opener.open(f"{api.base}/api/dlq/export?group={unique('nobody')}") as reply:
+        assert reply.headers["Content-Type"].startswith("application/x-ndjson")
+        assert reply.read() == b""

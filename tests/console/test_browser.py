@@ -141,6 +141,8 @@ def test_dead_letter_resend(target: ClusterTarget, console: ConsoleProcess, brow
             submit(browser, "form.resend")
             assert f"sent again to {topic}" in text_of(browser, "#notice")
             wait_for(lambda: seen.count(poison) == 3, 60, "the resent message")
+            export = browser.find_element(By.LINK_TEXT, "Export as JSON lines")
+            assert export.get_attribute("href").endswith(f"/api/dlq/export?group={group}")
         finally:
             consumer.close()
     assert _found_by_key(browser, console, topic, "poison") == 2
