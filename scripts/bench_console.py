@@ -2,7 +2,7 @@
 
     python scripts/bench_console.py [--topics 1000] [--groups 500] [--rounds 5]
 
-Starts sidewinder-dev (no console) and mqconsole on leased ports in a temp dir, creates the
+Starts sidewinder-dev (which starts mqconsole) on leased ports in a temp dir, creates the
 topics and the groups (each group with offsets on one topic, so it has a lag), then times each
 page (the HTML and its JSON twin) over a few rounds and prints a table: median and worst, ms.
 """
@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from interop.ports import lease_port_block
@@ -80,77 +82,68 @@ def time_page(url: str) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--topics", type=int, default=1000)
-    parser.add_argument("--groups", type=int, default=500)
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
-    namesrv_port, broker_port, console_port = (
-        lease_port_block(),
-        lease_port_block((-2, 0, 1)),
-        lease_port_block(),
-    )
-    namesrv = f"127.0.0.1:{namesrv_port}"
-    with tempfile.TemporaryDirectory() as tmp:
-        log = open(Path(tmp) / "dev.log", "w+")  # noqa: SIM115 (closed with the dir)
+@contextlib.contextmanager
+def local_dev(workdir: Path) -> Iterator[tuple[str, str, str]]:
+    """sidewinder-dev with its console on leased ports: (name server, broker, console URL)."""
+    namesrv_port, broker_port = lease_port_block(), lease_port_block((-2, 0, 1))
+    console_port = lease_port_block()
+    log_path = workdir / "dev.log"
+    with log_path.open("wb") as log:
         dev = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
                 "sidewinder.dev",
                 "--store",
-                str(Path(tmp) / "store"),
+                str(workdir / "store"),
                 "--namesrv-port",
                 str(namesrv_port),
                 "--broker-port",
                 str(broker_port),
+                "--console-port",
+                str(console_port),
                 "--no-metrics",
                 "--no-grpc",
-                "--no-console",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        console = None
-        try:
-            while "boot success" not in (Path(tmp) / "dev.log").read_text():
-                time.sleep(0.2)
-            started = time.perf_counter()
-            asyncio.run(populate(namesrv, f"127.0.0.1:{broker_port}", args.topics, args.groups))
+    try:
+        while "boot success" not in log_path.read_text():
+            if dev.poll() is not None:
+                raise RuntimeError(log_path.read_text()[-2000:])
+            time.sleep(0.2)
+        url = f"http://127.0.0.1:{console_port}"
+        wait_http(url + "/static/console.css")
+        yield f"127.0.0.1:{namesrv_port}", f"127.0.0.1:{broker_port}", url
+    finally:
+        dev.terminate()
+        dev.wait(30)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--topics", type=int, default=1000)
+    parser.add_argument("--groups", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, local_dev(Path(tmp)) as (namesrv, broker, base):
+        started = time.perf_counter()
+        asyncio.run(populate(namesrv, broker, args.topics, args.groups))
+        print(
+            f"created {args.topics} topics and {args.groups} groups in "
+            f"{time.perf_counter() - started:.1f} s"
+        )
+        print(f"{'page':<24} {'html median':>12} {'html worst':>11} {'json median':>12}")
+        for page in PAGES:
+            api = "/api/overview" if page == "/" else "/api" + page
+            time_page(base + page)  # warm: connections, routes
+            html = [time_page(base + page) for _ in range(args.rounds)]
+            json_ = [time_page(base + api) for _ in range(args.rounds)]
             print(
-                f"created {args.topics} topics and {args.groups} groups in "
-                f"{time.perf_counter() - started:.1f} s"
+                f"{page:<24} {statistics.median(html):>10.0f}ms {max(html):>9.0f}ms "
+                f"{statistics.median(json_):>10.0f}ms"
             )
-            console = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "sidewinder.console",
-                    "-n",
-                    namesrv,
-                    "--port",
-                    str(console_port),
-                ],
-                stdout=subprocess.DEVNULL,
-            )
-            base = f"http://127.0.0.1:{console_port}"
-            wait_http(base + "/static/console.css")
-            print(f"{'page':<24} {'html median':>12} {'html worst':>11} {'json median':>12}")
-            for page in PAGES:
-                api = "/api/overview" if page == "/" else "/api" + page
-                time_page(base + page)  # warm: connections, routes
-                html = [time_page(base + page) for _ in range(args.rounds)]
-                json_ = [time_page(base + api) for _ in range(args.rounds)]
-                print(
-                    f"{page:<24} {statistics.median(html):>10.0f}ms {max(html):>9.0f}ms "
-                    f"{statistics.median(json_):>10.0f}ms"
-                )
-        finally:
-            for process in (console, dev):
-                if process is not None:
-                    process.terminate()
-                    process.wait(20)
     return 0
 
 

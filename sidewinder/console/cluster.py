@@ -25,6 +25,11 @@ DLQ_PREFIX = "%DLQ%"
 TOPIC_KINDS = ("normal", "retry", "dlq", "system")
 # Topics every broker keeps for itself, beside the ones the name server lists as system topics.
 SYSTEM_PREFIXES = ("rmq_sys_", "RMQ_SYS_", "SCHEDULE_TOPIC_", "TBW102", "OFFSET_MOVED_EVENT")
+# TopicValidator's system topics and the request-reply topic each cluster makes for itself.
+SYSTEM_TOPICS = frozenset(
+    {"SELF_TEST_TOPIC", "BenchmarkTest", "TRANS_CHECK_MAX_TIME_TOPIC", "RMQ_SYS_TRACE_TOPIC"}
+)
+SYSTEM_SUFFIXES = ("_REPLY_TOPIC",)
 
 
 @dataclass
@@ -105,7 +110,9 @@ def topic_kind(name: str, system: set[str]) -> str:
         return "retry"
     if name.startswith(DLQ_PREFIX):
         return "dlq"
-    if name in system or name.startswith(SYSTEM_PREFIXES):
+    if name in system or name in SYSTEM_TOPICS or name.startswith(SYSTEM_PREFIXES):
+        return "system"
+    if name.endswith(SYSTEM_SUFFIXES):
         return "system"
     return "normal"
 

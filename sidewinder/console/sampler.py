@@ -53,14 +53,16 @@ class TpsSampler:
 
     def chart(self, cluster: str) -> dict[str, Any]:
         """The samples of one cluster as SVG polyline points in a CHART_WIDTH x CHART_HEIGHT
-        box (time across the last hour, TPS up), with the peak for the axis."""
+        box (time across, since the first sample kept, at most an hour, at least a minute;
+        TPS up), with the peak and the span for the axes."""
         kept = list(self.samples.get(cluster, ()))
         peak = max((max(s.put_tps, s.get_tps) for s in kept), default=0.0) or 1.0
         now = time.time()
+        span_s = min(max(now - kept[0].at_s, 60.0), HOUR_S) if kept else HOUR_S
 
         def points(attr: str) -> str:
             return " ".join(
-                f"{CHART_WIDTH * (1 - (now - s.at_s) / HOUR_S):.1f},"
+                f"{CHART_WIDTH * (1 - (now - s.at_s) / span_s):.1f},"
                 f"{CHART_HEIGHT * (1 - getattr(s, attr) / peak):.1f}"
                 for s in kept
             )
@@ -72,5 +74,6 @@ class TpsSampler:
             "put": points("put_tps"),
             "get": points("get_tps"),
             "samples": len(kept),
+            "span_min": round(span_s / 60),
             "last": {"put_tps": kept[-1].put_tps, "get_tps": kept[-1].get_tps} if kept else None,
         }

@@ -54,6 +54,7 @@ def test_topic_kinds(api: ApiClient) -> None:
     assert "TBW102" in system
     normal = [t["name"] for t in api.get("/api/topics?kind=normal")["topics"]]
     assert "TBW102" not in normal
+    assert not [n for n in normal if n.endswith("_REPLY_TOPIC") or n == "SELF_TEST_TOPIC"]
 
 
 def test_a_silent_broker_is_reported_in_bounded_time() -> None:
