@@ -15,9 +15,11 @@ from urllib.parse import quote, urlencode
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from sidewinder.client.admin_groups import message_tracks
 from sidewinder.client.producer import Message
 from sidewinder.client.pulling import ReceivedMessage
 from sidewinder.client.route_cache import ClientError
+from sidewinder.console.calls import guarded
 from sidewinder.console.cluster import TOPIC_KINDS
 from sidewinder.console.groups import GROUP_SORTS
 from sidewinder.console.messages import message_json
@@ -115,7 +117,13 @@ async def message(request: Request) -> dict[str, Any]:
     if not found:
         raise LookupError(f"no message {params['id']}")
     shown = message_json(found[0], with_body=True)
-    return {"message": shown, "group": params.get("group", "")}
+    tracks = await guarded(message_tracks(view.admin, found[0]))
+    return {
+        "message": shown,
+        "group": params.get("group", ""),
+        "tracks": [asdict(t) for t in tracks.value or []],
+        "tracks_error": tracks.error,
+    }
 
 
 async def dlq(request: Request) -> dict[str, Any]:
@@ -226,12 +234,20 @@ async def delete_group(request: Request) -> dict[str, Any]:
 
 
 async def resend(request: Request) -> dict[str, Any]:
-    """A dead letter again: to one connected client (CONSUME_MESSAGE_DIRECTLY) when the form
-    names one, else sent anew to its original topic."""
+    """A message again: to one connected client of the group (CONSUME_MESSAGE_DIRECTLY) when
+    the form names one, or says mode=direct (then the group's first client); else sent anew
+    to its original topic (a dead letter's)."""
     name, msg_id = field(request, "group"), field(request, "msg_id")
-    view = console_of(request).messages
-    client_id = request.state.fields.get("client_id", "")
-    back = "/dlq?" + urlencode({"group": name})
+    console = console_of(request)
+    view = console.messages
+    fields = request.state.fields
+    client_id = fields.get("client_id", "")
+    back = fields.get("back") or "/dlq?" + urlencode({"group": name})
+    if not client_id and fields.get("mode") == "direct":
+        clients = (await console.groups.group_detail(name))["connections"]
+        if not clients:
+            raise LookupError(f"no client of {name} is connected")
+        client_id = clients[0]["client_id"]
     if client_id:
         answer = await view.consume_directly(name, client_id, msg_id)
         outcome = answer.get("consumeResult", "?")

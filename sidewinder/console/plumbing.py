@@ -201,7 +201,8 @@ def action(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
 
 
 def redirect(target: str, **params: str) -> RedirectResponse:
-    if not target.startswith("/") or target.startswith("//"):
+    # Only a path of this site: "//host" and "/\\host" would leave it.
+    if not target.startswith("/") or target[1:2] in ("/", "\\"):
         target = "/"
     sep = "&" if "?" in target else "?"
     return RedirectResponse(f"{target}{sep}{urlencode(params)}", status_code=303)

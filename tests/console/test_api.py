@@ -3,8 +3,10 @@ on every change, and a broker that does not answer shown as such, in bounded tim
 
 from __future__ import annotations
 
+import http.client
 import socket
 import time
+from urllib.parse import urlencode
 
 import pytest
 
@@ -111,3 +113,22 @@ def test_export_of_an_empty_dead_letter_queue(api: ApiClient) -> None:
     with api.opener.open(f"{api.base}/api/dlq/export?group={unique('nobody')}") as reply:
         assert reply.headers["Content-Type"].startswith("application/x-ndjson")
         assert reply.read() == b""
+
+
+@pytest.mark.parametrize("back", ["//evil.example/", "/\\evil.example/", "https://evil.example/"])
+def test_a_failed_form_never_redirects_off_the_site(api: ApiClient, back: str) -> None:
+    token = api.token()
+    connection = http.client.HTTPConnection(api.base.removeprefix("http://"), timeout=30)
+    fields = {"csrf_token": token, "group": "g", "topic": unique("NoSuchTopic"), "back": back}
+    connection.request(
+        "POST",
+        "/group/reset",
+        urlencode(fields),
+        {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Cookie": f"mqconsole_csrf={token}",
+        },
+    )
+    reply = connection.getresponse()
+    assert reply.status == 303
+    assert reply.getheader("Location", "").startswith("/?failure=")

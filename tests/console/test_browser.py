@@ -84,6 +84,14 @@ def test_topic_lag_reset_and_key(
         open_page(browser, console.url, "/groups", sort="lag", order="desc")
         row = browser.find_element("css selector", f'#groups tr[data-group="{group}"]')
         assert row.find_element("css selector", ".lag").text == "0"
+
+        # The message page says the group consumed it, and hands it to the consumer again.
+        open_page(browser, console.url, "/messages", topic=topic, key="order-7")
+        browser.find_element(By.CSS_SELECTOR, "#message-list a").click()
+        assert f"{group} CONSUMED" in text_of(browser, "#message-tracks")
+        submit(browser, "#message-tracks form")
+        assert "CR_SUCCESS" in text_of(browser, "#notice")
+        wait_for(lambda: len(got) == COUNT + 1, 10, "the message consumed again")
     finally:
         consumer.close()
 
