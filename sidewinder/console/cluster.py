@@ -18,7 +18,8 @@ from sidewinder.client.admin_groups import topic_consumers
 from sidewinder.client.route_cache import MASTER_ID
 from sidewinder.console.calls import Outcome, fan_out, guarded
 from sidewinder.protocol import body
-from sidewinder.protocol.codes import RequestCode
+from sidewinder.protocol.codes import RequestCode, version_desc
+from sidewinder.protocol.command import RemotingCommand
 
 RETRY_PREFIX = "%RETRY%"
 DLQ_PREFIX = "%DLQ%"
@@ -170,6 +171,11 @@ class ClusterView:
             overview.clusters.setdefault(row.cluster, []).append(row)
         return overview
 
+    async def ask_masters(self, code: int) -> dict[str, Outcome[RemotingCommand]]:
+        """One request to every master at once: each one's reply, or what went wrong."""
+        masters = await self.masters()
+        return await fan_out({a: self.admin.ask_broker(a, code) for a in masters.values()})
+
     async def system_topics(self) -> set[str]:
         outcome = await guarded(
             self.admin.ask_name_server(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS)
@@ -180,13 +186,7 @@ class ClusterView:
 
     async def topic_configs(self) -> dict[str, dict[str, Any]]:
         """Every master's topic configs merged (queue counts summed over the brokers)."""
-        masters = await self.masters()
-        replies = await fan_out(
-            {
-                a: self.admin.ask_broker(a, RequestCode.GET_ALL_TOPIC_CONFIG)
-                for a in masters.values()
-            }
-        )
+        replies = await self.ask_masters(RequestCode.GET_ALL_TOPIC_CONFIG)
         merged: dict[str, dict[str, Any]] = {}
         for outcome in replies.values():
             if not outcome.ok or outcome.value is None:
@@ -243,6 +243,38 @@ class ClusterView:
             "messages": sum(q["max_offset"] - q["min_offset"] for q in queues),
             "groups": groups.value or [],
             "groups_error": groups.error,
+        }
+
+    async def producers(self) -> dict[str, Any]:
+        """Every producer group the masters know, with its instances (GET_ALL_PRODUCER_INFO:
+        client id, address, language, version, last heartbeat), merged over the brokers."""
+        replies = await self.ask_masters(RequestCode.GET_ALL_PRODUCER_INFO)
+        groups: dict[str, dict[str, dict[str, Any]]] = {}
+        errors = []
+        for addr, outcome in replies.items():
+            if not outcome.ok or outcome.value is None:
+                errors.append(f"{addr}: {outcome.error}")
+                continue
+            for group, instances in (
+                body.loads(outcome.value.body_bytes).get("data") or {}
+            ).items():
+                for p in instances:
+                    seen = groups.setdefault(group, {}).setdefault(p.get("clientId", ""), {})
+                    seen.update(
+                        client_id=p.get("clientId", ""),
+                        address=p.get("remoteIP", ""),
+                        language=p.get("language", ""),
+                        version=version_desc(int(p.get("version", 0))),
+                        last_heartbeat_ms=max(
+                            int(p.get("lastUpdateTimestamp", 0)), seen.get("last_heartbeat_ms", 0)
+                        ),
+                    )
+        return {
+            "groups": [
+                {"group": g, "instances": sorted(i.values(), key=lambda x: x["client_id"])}
+                for g, i in sorted(groups.items())
+            ],
+            "errors": errors,
         }
 
     async def save_topic(

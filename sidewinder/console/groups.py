@@ -89,13 +89,8 @@ class GroupView:
         self.admin = admin
         self.cluster = cluster
 
-    async def group_names(self, masters: dict[str, str]) -> set[str]:
-        replies = await fan_out(
-            {
-                a: self.admin.ask_broker(a, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-                for a in masters.values()
-            }
-        )
+    async def group_names(self) -> set[str]:
+        replies = await self.cluster.ask_masters(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
         names: set[str] = set()
         for outcome in replies.values():
             if outcome.ok and outcome.value is not None:
@@ -108,7 +103,7 @@ class GroupView:
     ) -> list[GroupRow]:
         """Every group the masters know, with its total lag over them and its clients."""
         masters = await self.cluster.masters()
-        names = sorted(n for n in await self.group_names(masters) if search.lower() in n.lower())
+        names = sorted(n for n in await self.group_names() if search.lower() in n.lower())
         rows = {name: GroupRow(name) for name in names}
         stats = await fan_out(
             {

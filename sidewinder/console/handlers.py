@@ -62,6 +62,10 @@ async def topic(request: Request) -> dict[str, Any]:
     return data
 
 
+async def producers(request: Request) -> dict[str, Any]:
+    return await console_of(request).cluster.producers()
+
+
 async def groups(request: Request) -> dict[str, Any]:
     sort = request.query_params.get("sort", "lag")
     if sort not in GROUP_SORTS:

@@ -27,6 +27,7 @@ def routes() -> list[Route | Mount]:
         ("/topics", "topics", "topics.html", h.topics),
         ("/topic", "topic", "topic.html", h.topic),
         ("/groups", "groups", "groups.html", h.groups),
+        ("/producers", "producers", "producers.html", h.producers),
         ("/group", "group", "group.html", h.group),
         ("/messages", "messages", "messages.html", h.messages),
         ("/message", "message", "message.html", h.message),

@@ -12,6 +12,8 @@ import pytest
 
 from interop.target import ClusterTarget
 from sidewinder.client.admin import Admin
+from sidewinder.client.producer import Message
+from sidewinder.client.sync import Producer
 from sidewinder.console.calls import guarded
 from sidewinder.console.messages import render_body
 from tests.console.conftest import ApiClient
@@ -132,3 +134,15 @@ def test_a_failed_form_never_redirects_off_the_site(api: ApiClient, back: str) -
     reply = connection.getresponse()
     assert reply.status == 303
     assert reply.getheader("Location", "").startswith("/?failure=")
+
+
+def test_producers_lists_a_connected_producer(target: ClusterTarget, api: ApiClient) -> None:
+    group = unique("console_producer_page")
+    with Producer(group, target.namesrv_addr) as producer:
+        producer.send(Message(unique("ConsoleProducers"), b"hello"))
+        rows = api.get("/api/producers")["groups"]
+        mine = [g for g in rows if g["group"] == group]
+        assert len(mine) == 1
+        assert [(i["client_id"], i["language"]) for i in mine[0]["instances"]] == [
+            (producer.client_id, "PYTHON")
+        ]
