@@ -35,7 +35,7 @@ from sidewinder.remoting.connection import RemotingError
 async def overview(request: Request) -> dict[str, Any]:
     console = console_of(request)
     data = (await console.cluster.overview()).as_json()
-    data["tps"] = {cluster: console.sampler.chart(cluster) for cluster in data["clusters"]}
+    data["tps"] = {c: console.sampler.chart("cluster", c) for c in data["clusters"]}
     return data
 
 
@@ -83,7 +83,12 @@ async def groups(request: Request) -> dict[str, Any]:
 
 
 async def group(request: Request) -> dict[str, Any]:
-    return await console_of(request).groups.group_detail(request.query_params["name"])
+    """One group; from now on for an hour the console samples its lag for the chart."""
+    console, name = console_of(request), request.query_params["name"]
+    data = await console.groups.group_detail(name)
+    console.sampler.watch(name, data["lag"] if not data["queues_error"] else None)
+    data["lag_chart"] = console.sampler.chart("group", name)
+    return data
 
 
 async def messages(request: Request) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from sidewinder.console.calls import describe_error
 from sidewinder.console.cluster import ClusterView
 from sidewinder.console.groups import GroupView
 from sidewinder.console.messages import MessageView
-from sidewinder.console.sampler import TpsSampler
+from sidewinder.console.sampler import Sampler
 from sidewinder.remoting.connection import RemotingError
 
 HERE = Path(__file__).parent
@@ -59,7 +59,7 @@ class Console:
         self.cluster = ClusterView(self.admin, namesrv)
         self.groups = GroupView(self.admin, self.cluster)
         self.messages = MessageView(self.admin, self.producer)
-        self.sampler = TpsSampler(self.cluster, sample_interval_s)
+        self.sampler = Sampler(self.cluster, self.groups, sample_interval_s)
         self.sampling: asyncio.Task[None] | None = None
 
     def start(self) -> None:

@@ -146,3 +146,11 @@ def test_producers_lists_a_connected_producer(target: ClusterTarget, api: ApiCli
         assert [(i["client_id"], i["language"]) for i in mine[0]["instances"]] == [
             (producer.client_id, "PYTHON")
         ]
+
+
+def test_a_group_page_starts_its_lag_chart(api: ApiClient) -> None:
+    group = unique("console_watched")
+    chart = api.get(f"/api/group?name={group}")["lag_chart"]
+    assert chart["samples"] == 1
+    assert chart["last"] == {"lag": 0.0}
+    assert list(chart["series"]) == ["lag"]
