@@ -28,6 +28,7 @@ from sidewinder.console.plumbing import (
     error_response,
     field,
     parse_local_time,
+    refusal,
 )
 from sidewinder.remoting.connection import RemotingError
 
@@ -151,6 +152,9 @@ async def dlq(request: Request) -> dict[str, Any]:
 
 async def export_dead_letters(request: Request) -> Response:
     """A group's dead letters as JSON lines, each with its body in base64 and as shown."""
+    refused = refusal(request, change=False)
+    if refused is not None:
+        return refused
     name = request.query_params.get("group", "")
     if not name:
         return JSONResponse({"error": "no group given"}, 400)

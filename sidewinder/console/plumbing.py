@@ -26,6 +26,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from sidewinder.client.admin import Admin
 from sidewinder.client.producer import Producer
 from sidewinder.client.route_cache import ClientError
+from sidewinder.console.accounts import Account, Sessions
 from sidewinder.console.calls import describe_error
 from sidewinder.console.cluster import ClusterView
 from sidewinder.console.groups import GroupView
@@ -36,6 +37,7 @@ from sidewinder.remoting.connection import RemotingError
 HERE = Path(__file__).parent
 CSRF_COOKIE = "mqconsole_csrf"
 CSRF_HEADER = "x-csrf-token"
+SESSION_COOKIE = "mqconsole_session"
 PRODUCER_GROUP = "MQCONSOLE_PRODUCER"
 
 Handler = Callable[[Request], Awaitable[dict[str, Any]]]
@@ -136,11 +138,47 @@ def with_cookie(request: Request, response: Response) -> Response:
     return response
 
 
+def account_of(request: Request) -> Account | None:
+    """Who is asking: from the session cookie, or HTTP Basic credentials (a script's)."""
+    sessions: Sessions | None = request.app.state.sessions
+    if sessions is None:
+        return None
+    token = request.cookies.get(SESSION_COOKIE)
+    account = sessions.account(token) if token else None
+    header = request.headers.get("authorization", "")
+    if account is None and header.startswith("Basic "):
+        account = sessions.basic(header)
+    return account
+
+
+def refusal(request: Request, *, change: bool) -> Response | None:
+    """What to answer instead when login is on and the request may not go on: the login page
+    (a browser), 401 (the API), or 403 for a change by a read-only account. None: go on."""
+    request.state.account = account = account_of(request)
+    if request.app.state.sessions is None:
+        return None
+    if account is None:
+        if is_api(request):
+            return JSONResponse(
+                {"error": "log in: a session cookie from /login, or HTTP Basic credentials"},
+                401,
+                {"WWW-Authenticate": 'Basic realm="mqconsole"'},
+            )
+        back = request.url.path + ("?" + request.url.query if request.url.query else "")
+        return redirect("/login", next=back if request.method == "GET" else "/")
+    if change and not account.may_change:
+        return error_response(request, PermissionError(f"{account.name} is read-only"), 403)
+    return None
+
+
 def page(template: str, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     """A GET answering the handler's data as a page, or as JSON under /api/."""
 
     async def endpoint(request: Request) -> Response:
         started = time.perf_counter()
+        refused = refusal(request, change=False)
+        if refused is not None:
+            return refused
         try:
             data = await handler(request)
         except (LookupError, ClientError, RemotingError, OSError, ValueError) as exc:
@@ -163,6 +201,8 @@ def render(request: Request, template: str, data: dict[str, Any], status: int = 
         notice=request.query_params.get("notice", ""),
         failure=request.query_params.get("failure", ""),
         namesrv=request.app.state.console.namesrv,
+        account=getattr(request.state, "account", None),
+        login_on=request.app.state.sessions is not None,
     )
     return with_cookie(request, HTMLResponse(html, status))
 
@@ -179,6 +219,9 @@ def action(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     """A POST: CSRF checked; JSON under /api/, else a redirect to where the handler says."""
 
     async def endpoint(request: Request) -> Response:
+        refused = refusal(request, change=True)
+        if refused is not None:
+            return refused
         try:
             fields = await check_csrf(request)
         except PermissionError as exc:
@@ -204,8 +247,9 @@ def redirect(target: str, **params: str) -> RedirectResponse:
     # Only a path of this site: "//host" and "/\\host" would leave it.
     if not target.startswith("/") or target[1:2] in ("/", "\\"):
         target = "/"
-    sep = "&" if "?" in target else "?"
-    return RedirectResponse(f"{target}{sep}{urlencode(params)}", status_code=303)
+    if params:
+        target += ("&" if "?" in target else "?") + urlencode(params)
+    return RedirectResponse(target, status_code=303)
 
 
 def console_of(request: Request) -> Console:

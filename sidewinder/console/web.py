@@ -18,6 +18,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from sidewinder.console import handlers as h
+from sidewinder.console import login
+from sidewinder.console.accounts import Account, Sessions
 from sidewinder.console.plumbing import HERE, Console, action, page, templates
 
 
@@ -50,6 +52,9 @@ def routes() -> list[Route | Mount]:
         table.append(Route(path, action(handler), methods=["POST"]))
         table.append(Route("/api" + path, action(handler), methods=["POST"]))
     table.append(Route("/api/dlq/export", h.export_dead_letters))
+    table.append(Route("/login", login.login_page, methods=["GET"]))
+    table.append(Route("/login", login.login, methods=["POST"]))
+    table.append(Route("/logout", login.logout, methods=["POST"]))
     table.append(Mount("/static", StaticFiles(directory=HERE / "static"), name="static"))
     return table
 
@@ -60,7 +65,10 @@ def create_app(
     access_key: str | None = None,
     secret_key: str | None = None,
     sample_interval_s: float = 10.0,
+    users: dict[str, Account] | None = None,
 ) -> Starlette:
+    """`users`: log in with these accounts (accounts.read_users); None: no login."""
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         app.state.console = Console(namesrv, access_key, secret_key, sample_interval_s)
@@ -72,4 +80,5 @@ def create_app(
 
     app = Starlette(routes=routes(), lifespan=lifespan)
     app.state.templates = templates()
+    app.state.sessions = Sessions(users) if users else None
     return app

@@ -29,12 +29,12 @@ CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 class ConsoleProcess:
     """An mqconsole process for one name server, on a leased port."""
 
-    def __init__(self, namesrv: str) -> None:
+    def __init__(self, namesrv: str, *options: str) -> None:
         self.port = lease_port_block()
         self.url = f"http://127.0.0.1:{self.port}"
         command = [sys.executable, "-m", "sidewinder.console", "-n", namesrv]
         self.process = subprocess.Popen(
-            [*command, "--port", str(self.port)],
+            [*command, "--port", str(self.port), *options],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
@@ -64,8 +64,9 @@ class ConsoleProcess:
 class ApiClient:
     """The console's JSON API with its CSRF cookie, as a script would use it."""
 
-    def __init__(self, base: str) -> None:
+    def __init__(self, base: str, headers: dict[str, str] | None = None) -> None:
         self.base = base
+        self.headers = headers or {}
         self.cookies = CookieJar()
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.cookies))
 
@@ -75,7 +76,8 @@ class ApiClient:
         return next(c.value or "" for c in self.cookies if c.name == "mqconsole_csrf")
 
     def get(self, path: str) -> Any:
-        with self.opener.open(self.base + path, timeout=30) as reply:
+        request = urllib.request.Request(self.base + path, headers=self.headers)
+        with self.opener.open(request, timeout=30) as reply:
             return json.loads(reply.read())
 
     def post(self, path: str, fields: dict[str, Any], *, token: str | None = None) -> Any:
@@ -84,7 +86,7 @@ class ApiClient:
         request = urllib.request.Request(
             self.base + path,
             json.dumps(fields).encode(),
-            {"Content-Type": "application/json", "X-CSRF-Token": sent},
+            {"Content-Type": "application/json", "X-CSRF-Token": sent, **self.headers},
         )
         try:
             with self.opener.open(request, timeout=60) as reply:
