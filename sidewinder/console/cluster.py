@@ -33,6 +33,10 @@ SYSTEM_TOPICS = frozenset(
 SYSTEM_SUFFIXES = ("_REPLY_TOPIC",)
 
 
+class NameServerDown(ConnectionError):
+    """No name server of the list answered: the console can show nothing of the cluster."""
+
+
 @dataclass
 class BrokerRow:
     cluster: str
@@ -136,7 +140,7 @@ class ClusterView:
     async def cluster_info(self) -> dict[str, Any]:
         outcome = await guarded(self.admin.cluster_info())
         if not outcome.ok or outcome.value is None:
-            raise LookupError(f"name server {self.namesrv}: {outcome.error}")
+            raise NameServerDown(f"name server {self.namesrv}: {outcome.error}")
         return outcome.value
 
     async def masters(self) -> dict[str, str]:
@@ -149,7 +153,7 @@ class ClusterView:
         overview = Overview(namesrv=self.namesrv)
         try:
             info = await self.cluster_info()
-        except LookupError as exc:
+        except NameServerDown as exc:
             overview.error = str(exc)
             return overview
         rows: list[BrokerRow] = []
@@ -203,7 +207,7 @@ class ClusterView:
     async def topics(self, kind: str | None = None, search: str = "") -> list[TopicRow]:
         names = await guarded(self.admin.topics())
         if not names.ok or names.value is None:
-            raise LookupError(f"name server {self.namesrv}: {names.error}")
+            raise NameServerDown(f"name server {self.namesrv}: {names.error}")
         system = await self.system_topics() | set(await self.clusters())
         system |= set(master_addrs(await self.cluster_info()))
         configs = await self.topic_configs()

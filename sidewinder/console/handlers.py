@@ -27,6 +27,7 @@ from sidewinder.console.plumbing import (
     console_of,
     error_response,
     field,
+    param,
     parse_local_time,
     refusal,
 )
@@ -58,7 +59,7 @@ async def topics(request: Request) -> dict[str, Any]:
 
 async def topic(request: Request) -> dict[str, Any]:
     console = console_of(request)
-    data = await console.cluster.topic_detail(request.query_params["name"])
+    data = await console.cluster.topic_detail(param(request, "name"))
     data["clusters"] = await console.cluster.clusters()
     return data
 
@@ -85,7 +86,7 @@ async def groups(request: Request) -> dict[str, Any]:
 
 async def group(request: Request) -> dict[str, Any]:
     """One group; from now on for an hour the console samples its lag for the chart."""
-    console, name = console_of(request), request.query_params["name"]
+    console, name = console_of(request), param(request, "name")
     data = await console.groups.group_detail(name)
     console.sampler.watch(name, data["lag"] if not data["queues_error"] else None)
     data["lag_chart"] = console.sampler.chart("group", name)
@@ -123,9 +124,10 @@ async def messages(request: Request) -> dict[str, Any]:
 async def message(request: Request) -> dict[str, Any]:
     params = request.query_params
     view = console_of(request).messages
-    found = await view.by_id(params["id"], params.get("topic", ""))
+    msg_id = param(request, "id")
+    found = await view.by_id(msg_id, params.get("topic", ""))
     if not found:
-        raise LookupError(f"no message {params['id']}")
+        raise LookupError(f"no message {msg_id}")
     shown = message_json(found[0], with_body=True)
     tracks = await guarded(message_tracks(view.admin, found[0]))
     return {

@@ -28,7 +28,7 @@ from sidewinder.client.producer import Producer
 from sidewinder.client.route_cache import ClientError
 from sidewinder.console.accounts import Account, Sessions
 from sidewinder.console.calls import describe_error
-from sidewinder.console.cluster import ClusterView
+from sidewinder.console.cluster import ClusterView, NameServerDown
 from sidewinder.console.groups import GroupView
 from sidewinder.console.messages import MessageView
 from sidewinder.console.sampler import Sampler
@@ -181,7 +181,11 @@ def page(template: str, handler: Handler) -> Callable[[Request], Awaitable[Respo
             return refused
         try:
             data = await handler(request)
-        except (LookupError, ClientError, RemotingError, OSError, ValueError) as exc:
+        except ValueError as exc:  # what the request asked makes no sense
+            return error_response(request, exc, 400)
+        except LookupError as exc:  # the name server or a broker has no such thing
+            return error_response(request, exc, 404)
+        except (ClientError, RemotingError, OSError) as exc:
             return error_response(request, exc, 502)
         if is_api(request):
             return with_cookie(request, JSONResponse(data))
@@ -208,7 +212,7 @@ def render(request: Request, template: str, data: dict[str, Any], status: int = 
 
 
 def error_response(request: Request, exc: BaseException, status: int) -> Response:
-    plain = isinstance(exc, LookupError | ValueError | PermissionError)
+    plain = isinstance(exc, LookupError | ValueError | PermissionError | NameServerDown)
     message = str(exc) if plain else describe_error(exc)
     if is_api(request):
         return JSONResponse({"error": message}, status)
@@ -255,6 +259,14 @@ def redirect(target: str, **params: str) -> RedirectResponse:
 def console_of(request: Request) -> Console:
     console: Console = request.app.state.console
     return console
+
+
+def param(request: Request, name: str) -> str:
+    """A query parameter the page cannot do without."""
+    value = request.query_params.get(name, "").strip()
+    if not value:
+        raise ValueError(f"the page needs ?{name}=")
+    return value
 
 
 def field(request: Request, name: str) -> str:

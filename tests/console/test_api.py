@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import socket
 import time
+import urllib.error
 from urllib.parse import urlencode
 
 import pytest
@@ -16,7 +17,8 @@ from sidewinder.client.producer import Message
 from sidewinder.client.sync import Producer
 from sidewinder.console.calls import guarded
 from sidewinder.console.messages import render_body
-from tests.console.conftest import ApiClient
+from sidewinder.protocol.message import encode_offset_msg_id
+from tests.console.conftest import ApiClient, ConsoleProcess
 from tests.helpers import run, unique
 
 pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("console")]
@@ -154,3 +156,28 @@ def test_a_group_page_starts_its_lag_chart(api: ApiClient) -> None:
     assert chart["samples"] == 1
     assert chart["last"] == {"lag": 0.0}
     assert list(chart["series"]) == ["lag"]
+
+
+def test_bad_requests_and_missing_things(target: ClusterTarget, api: ApiClient) -> None:
+    host, port = target.broker_addr.split(":")
+    beyond = encode_offset_msg_id(socket.inet_aton(host), int(port), 1 << 40)  # past its end
+    for path, code in [("/api/topic", 400), ("/api/message?id=" + beyond, 404)]:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            api.get(path)
+        assert refused.value.code == code, path
+
+
+def test_a_dead_name_server_is_reported_not_waited_for() -> None:
+    with socket.socket() as refusing:
+        refusing.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+        process = ConsoleProcess(f"127.0.0.1:{refusing.getsockname()[1]}").wait_ready()
+        try:
+            api = ApiClient(process.url)
+            started = time.monotonic()
+            assert "name server" in api.get("/api/overview")["error"]
+            with pytest.raises(urllib.error.HTTPError) as down:
+                api.get("/api/topics")
+            assert down.value.code == 502
+            assert time.monotonic() - started < 10
+        finally:
+            process.stop()
