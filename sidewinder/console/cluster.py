@@ -282,10 +282,18 @@ class ClusterView:
         }
 
     async def save_topic(
-        self, topic: str, cluster: str, queues: int, perm: int, order: bool
+        self,
+        topic: str,
+        cluster: str,
+        queues: int,
+        perm: int,
+        order: bool,
+        attributes: str | None = None,
     ) -> list[str]:
+        """UPDATE_AND_CREATE_TOPIC on every master; `attributes`: RocketMQ 5's changes
+        ("+message.type=FIFO,-key"), which 4.x brokers ignore."""
         return await self.admin.create_topic(
-            topic, queues=queues, cluster=cluster, perm=perm, order=order
+            topic, queues=queues, cluster=cluster, perm=perm, order=order, attributes=attributes
         )
 
     async def delete_topic(self, topic: str, cluster: str) -> None:

@@ -183,8 +183,9 @@ async def save_topic(request: Request) -> dict[str, Any]:
     queues = int(fields.get("queues") or 8)
     perm = int(fields.get("perm") or 6)
     order = fields.get("order", "") in ("on", "true", "1")
+    attributes = fields.get("attributes", "").strip() or None
     brokers = await console_of(request).cluster.save_topic(
-        name, field(request, "cluster"), queues, perm, order
+        name, field(request, "cluster"), queues, perm, order, attributes
     )
     return {
         "topic": name,

@@ -181,3 +181,12 @@ def test_a_dead_name_server_is_reported_not_waited_for() -> None:
             assert time.monotonic() - started < 10
         finally:
             process.stop()
+
+
+def test_topic_attributes_pass_to_the_broker(target: ClusterTarget, api: ApiClient) -> None:
+    """RocketMQ 5's attributes: Sidewinder keeps them, a 4.9 broker ignores the field."""
+    topic = unique("ConsoleFifo")
+    fields = {"name": topic, "cluster": target.cluster_name, "attributes": "+message.type=FIFO"}
+    status, answer = api.post("/api/topics/save", fields)
+    assert status == 200, answer
+    assert len(api.get(f"/api/topic?name={topic}")["queues"]) == 8
