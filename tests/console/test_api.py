@@ -7,6 +7,7 @@ import http.client
 import socket
 import time
 import urllib.error
+import zlib
 from urllib.parse import urlencode
 
 import pytest
@@ -14,11 +15,17 @@ import pytest
 from interop.target import ClusterTarget
 from sidewinder.client.admin import Admin
 from sidewinder.client.producer import Message
+from sidewinder.client.sync import Admin as SyncAdmin
 from sidewinder.client.sync import Producer
-from sidewinder.console.calls import guarded
+from sidewinder.console.calls import CALL_TIMEOUT_S, guarded
 from sidewinder.console.messages import render_body
+from sidewinder.protocol.codes import RequestCode, ResponseCode
+from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.headers import RegisterBrokerRequestHeader
 from sidewinder.protocol.message import encode_offset_msg_id
-from tests.console.conftest import ApiClient, ConsoleProcess
+from sidewinder.protocol.register_body import encode_register_body
+from sidewinder.remoting.client import SyncRemotingClient
+from tests.console.conftest import ApiClient, ConsoleProcess, wait_for
 from tests.helpers import run, unique
 
 pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("console")]
@@ -190,3 +197,45 @@ def test_topic_attributes_pass_to_the_broker(target: ClusterTarget, api: ApiClie
     status, answer = api.post("/api/topics/save", fields)
     assert status == 200, answer
     assert len(api.get(f"/api/topic?name={topic}")["queues"]) == 8
+
+
+def test_a_broker_that_never_answers_shows_as_dead(target: ClusterTarget, api: ApiClient) -> None:
+    """A broker registered with the name server whose port accepts and never answers (a hung
+    process): the overview lists it as not answering within the call deadline, beside the
+    live broker, instead of hanging. The ghost goes when its registering connection closes."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        ghost = f"127.0.0.1:{silent.getsockname()[1]}"
+        cluster = unique("GhostCluster")
+        data = encode_register_body(
+            {
+                "filterServerList": [],
+                "topicConfigSerializeWrapper": {
+                    "dataVersion": {"counter": 1, "timestamp": int(time.time() * 1000)},
+                    "topicConfigTable": {},
+                },
+            },
+            False,
+        )
+        header = RegisterBrokerRequestHeader(
+            unique("broker-ghost"), ghost, cluster, ghost, 0, False, zlib.crc32(data) & 0x7FFFFFFF
+        )
+        remoting = SyncRemotingClient()
+        try:
+            request = RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_ext(), data)
+            assert remoting.invoke(target.namesrv_addr, request, 10).code == ResponseCode.SUCCESS
+            started = time.monotonic()
+            overview = api.get("/api/overview")
+            took = time.monotonic() - started
+            [dead] = overview["clusters"][cluster]
+            assert (dead["addr"], dead["alive"]) == (ghost, False)
+            assert "timed out" in dead["error"]
+            assert overview["clusters"][target.cluster_name][0]["alive"]
+            assert took < CALL_TIMEOUT_S + 3
+        finally:
+            remoting.close()
+    with SyncAdmin(target.namesrv_addr) as admin:
+        wait_for(
+            lambda: cluster not in admin.cluster_info()["clusterAddrTable"], 10, "the ghost to go"
+        )
