@@ -8,6 +8,7 @@ import socket
 import time
 import urllib.error
 import zlib
+from datetime import datetime, timedelta
 from urllib.parse import urlencode
 
 import pytest
@@ -239,3 +240,16 @@ def test_a_broker_that_never_answers_shows_as_dead(target: ClusterTarget, api: A
         wait_for(
             lambda: cluster not in admin.cluster_info()["clusterAddrTable"], 10, "the ghost to go"
         )
+
+
+def test_messages_by_time_range(target: ClusterTarget, api: ApiClient) -> None:
+    topic = unique("ConsoleRange")
+    with Producer(unique("console_producers"), target.namesrv_addr) as producer:
+        sent = [producer.send(Message(topic, f"m{n}".encode())) for n in range(3)]
+    found = api.get(f"/api/messages?topic={topic}")
+    assert found["mode"] == "time"
+    assert sorted(m["msg_id"] for m in found["messages"]) == sorted(s.msg_id for s in sent)
+    later = (datetime.now() + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S")
+    assert api.get(f"/api/messages?topic={topic}&begin={later}")["messages"] == []
+    earlier = (datetime.now() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S")
+    assert len(api.get(f"/api/messages?topic={topic}&begin={earlier}")["messages"]) == 3
