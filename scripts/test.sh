@@ -6,7 +6,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-source scripts/venv.sh test,dev,spark
+# The console's browser tests (tests/console) drive Debian's chromium through chromium-driver.
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+    sudo_=""
+    [ "$(id -u)" -eq 0 ] || sudo_="sudo"
+    $sudo_ apt-get update -q && $sudo_ apt-get install -y -q chromium chromium-driver
+fi
+source scripts/venv.sh test,dev,spark,console
 .venv/bin/python -m interop.install
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

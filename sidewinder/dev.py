@@ -2,6 +2,7 @@
 
     sidewinder-dev [--store ./store] [--namesrv-port 9876] [--broker-port 10911] [-c broker.conf]
                    [--metrics-port 5557 | --no-metrics] [--grpc-port 8081 | --no-grpc]
+                   [--console-port 8080 | --no-console]
     sidewinder-dev --cluster [2m-2s-sync | CONF_DIR] [--store ./store] [--no-metrics]
 
 The broker registers with the in-process name server (127.0.0.1:9876 unless told otherwise);
@@ -9,6 +10,8 @@ clients use `-n 127.0.0.1:9876` as with any RocketMQ cluster. SIGTERM / SIGINT s
 Prometheus metrics are on: the broker's at http://127.0.0.1:5557/metrics, the name server's
 on the next port (a broker.conf given with -c may set the broker's metrics keys itself).
 RocketMQ 5's gRPC clients connect to 127.0.0.1:8081 (the broker's gRPC front, local mode).
+The web console (mqconsole) runs beside them as a child process, on 8080 unless that port is
+taken (then a free one); its URL is printed once the broker is up.
 
 `--cluster` starts a conf set's name servers and brokers instead, each a process of its own
 (conf/2m-2s-sync: two name servers, broker-a and broker-b each a SYNC_MASTER and a SLAVE); see
@@ -18,6 +21,10 @@ sidewinder/dev_cluster.py.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import importlib.util
+import socket
 import sys
 from pathlib import Path
 
@@ -65,9 +72,61 @@ def configs(args: argparse.Namespace) -> tuple[NamesrvConfig, BrokerConfig]:
     return namesrv, BrokerConfig.from_properties(values)
 
 
-async def serve(namesrv_config: NamesrvConfig, broker_config: BrokerConfig) -> None:
+def console_port(wanted: int) -> int:
+    """`wanted` if nothing listens on it, else a free port the kernel picks."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", wanted))
+            return wanted
+        except OSError:
+            probe.bind(("127.0.0.1", 0))
+            return int(probe.getsockname()[1])
+
+
+class ConsoleChild:
+    """mqconsole in a process of its own: the broker's loop never runs the web stack."""
+
+    def __init__(self, namesrv_port: int, port: int | None) -> None:
+        self.namesrv_port = namesrv_port
+        self.port = port
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> str | None:
+        if self.port is None:
+            return None
+        if importlib.util.find_spec("starlette") is None:
+            print("sidewinder-dev: no console: install the console extra", file=sys.stderr)
+            return None
+        port = console_port(self.port)
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "sidewinder.console",
+            "-n",
+            f"127.0.0.1:{self.namesrv_port}",
+            "--port",
+            str(port),
+            stdout=asyncio.subprocess.DEVNULL,
+        )
+        return f"http://127.0.0.1:{port}/"
+
+    async def stop(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.terminate()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(5):
+                    await self.process.wait()
+            if self.process.returncode is None:
+                self.process.kill()
+                await self.process.wait()
+
+
+async def serve(
+    namesrv_config: NamesrvConfig, broker_config: BrokerConfig, console: ConsoleChild
+) -> None:
     namesrv = NamesrvApp(namesrv_config)
     broker = BrokerApp(broker_config)
+    console_url: list[str] = []
 
     async def start() -> None:
         await namesrv.start("127.0.0.1")
@@ -76,8 +135,12 @@ async def serve(namesrv_config: NamesrvConfig, broker_config: BrokerConfig) -> N
         except BaseException:
             await namesrv.stop()
             raise
+        url = await console.start()
+        if url:
+            console_url.append(url)
 
     async def stop() -> None:
+        await console.stop()
         await broker.stop()
         await namesrv.stop()
 
@@ -88,6 +151,7 @@ async def serve(namesrv_config: NamesrvConfig, broker_config: BrokerConfig) -> N
             f"sidewinder-dev boot success: name server 127.0.0.1:{namesrv.server.port}, "
             f"broker {broker_config.broker_addr}, store {broker_config.store.store_path_root_dir}"
             + (f", gRPC 127.0.0.1:{broker.grpc.port}" if broker.grpc is not None else "")
+            + (f", console {console_url[0]}" if console_url else "")
         ),
     )
 
@@ -109,6 +173,10 @@ def argument_parser() -> argparse.ArgumentParser:
         "--grpc-port", type=int, default=8081, help="RocketMQ 5 clients' port (gRPC front)"
     )
     parser.add_argument("--no-grpc", action="store_true", help="serve no gRPC front")
+    parser.add_argument(
+        "--console-port", type=int, default=8080, help="the web console's port (taken: any free)"
+    )
+    parser.add_argument("--no-console", action="store_true", help="start no web console")
     parser.add_argument(
         "--cluster",
         nargs="?",
@@ -135,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sidewinder-dev: {exc}", file=sys.stderr)
         return 2
     try:
-        uvloop.run(serve(namesrv, broker))
+        console = ConsoleChild(args.namesrv_port, None if args.no_console else args.console_port)
+        uvloop.run(serve(namesrv, broker, console))
     except StoreLockedError as exc:
         print(f"sidewinder-dev: {exc}", file=sys.stderr)
         return 1

@@ -32,6 +32,9 @@ ALLOWED: dict[str, set[str]] = {
     # broker starts one in its own process (local mode).
     "proxy": {"common", "protocol", "remoting", "client", "acl"},
     "namesrv": {"common", "protocol", "remoting"},
+    # The web console (mqconsole): over remoting through the client's Admin, like RocketMQ
+    # Dashboard, so it works against any RocketMQ-compatible cluster; never broker or store.
+    "console": {"common", "protocol", "remoting", "client"},
     # mqadmin and mqstore: programs over the library; no rule lists "tools", so nothing imports it
     "tools": {"common", "protocol", "remoting", "client", "store"},
 }

@@ -24,6 +24,28 @@ from sidewinder.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 
 RETRY_PREFIX = "%RETRY%"
+# The groups every RocketMQ broker keeps for itself (MixAll): tools list the others.
+SYSTEM_GROUPS = frozenset(
+    {
+        "DEFAULT_CONSUMER",
+        "DEFAULT_PRODUCER",
+        "TOOLS_CONSUMER",
+        "FILTERSRV_CONSUMER",
+        "__MONITOR_CONSUMER",
+        "CLIENT_INNER_PRODUCER",
+        "SELF_TEST_P_GROUP",
+        "SELF_TEST_C_GROUP",
+        "CID_ONS-HTTP-PROXY",
+        "CID_ONSAPI_PERMISSION",
+        "CID_ONSAPI_OWNER",
+        "CID_ONSAPI_PULL",
+        "CID_RMQ_SYS_TRANS",
+    }
+)
+
+
+def is_system_group(name: str) -> bool:
+    return name in SYSTEM_GROUPS or name.startswith("CID_RMQ_SYS_")
 
 
 @dataclass(frozen=True)
@@ -178,9 +200,24 @@ async def clone_offsets(admin: Admin, source: str, dest: str, topic: str) -> Non
             )
 
 
-async def message_track(admin: Admin, message: ReceivedMessage) -> list[str]:
-    """MessageTrack lines of each group consuming the message's topic (admin's
-    messageTrackDetail): NOT_ONLINE, PULL, CONSUMED, CONSUMED_BUT_FILTERED or NOT_CONSUME_YET."""
+@dataclass(frozen=True)
+class MessageTrack:
+    """Whether one group consuming the message's topic has consumed it (MessageTrack)."""
+
+    group: str
+    kind: str  # NOT_ONLINE, PULL, CONSUMED, CONSUMED_BUT_FILTERED, NOT_CONSUME_YET, UNKNOWN
+    desc: str | None = None
+
+    def __str__(self) -> str:
+        return (
+            f"MessageTrack [consumerGroup={self.group}, trackType={self.kind}, "
+            f"exceptionDesc={self.desc}]"
+        )
+
+
+async def message_tracks(admin: Admin, message: ReceivedMessage) -> list[MessageTrack]:
+    """A MessageTrack of each group consuming the message's topic (admin's
+    messageTrackDetail)."""
     tracks = []
     for group in await topic_consumers(admin, message.topic):
         kind, desc = "UNKNOWN", None
@@ -199,10 +236,14 @@ async def message_track(admin: Admin, message: ReceivedMessage) -> list[str]:
                 tags = set(sub.get("tagsSet") or []) if sub else {"*"}
                 if kind == "CONSUMED" and tags and "*" not in tags and message.tags not in tags:
                     kind = "CONSUMED_BUT_FILTERED"
-        tracks.append(
-            f"MessageTrack [consumerGroup={group}, trackType={kind}, exceptionDesc={desc}]"
-        )
+        tracks.append(MessageTrack(group, kind, desc))
     return tracks
+
+
+async def message_track(admin: Admin, message: ReceivedMessage) -> list[str]:
+    """The MessageTrack lines mqadmin prints: NOT_ONLINE, PULL, CONSUMED,
+    CONSUMED_BUT_FILTERED or NOT_CONSUME_YET for each group."""
+    return [str(track) for track in await message_tracks(admin, message)]
 
 
 async def _consumed(admin: Admin, message: ReceivedMessage, group: str) -> bool:

@@ -170,3 +170,20 @@ class SerializeType(IntEnum):
 
 # MQVersion ordinal of 4.9.8 as its clients and mqadmin send it; our replies carry it too.
 CURRENT_VERSION = 409
+
+
+# MQVersion.Version from V4_0_0_SNAPSHOT on: a SNAPSHOT and a release of each x.y.z up to
+# V9_9_9, then HIGHER_VERSION; V4_9_8 is CURRENT_VERSION.
+_V4_0_0_SNAPSHOT = CURRENT_VERSION - 2 * 98 - 1
+_HIGHER_VERSION = _V4_0_0_SNAPSHOT + 2 * 600
+
+
+def version_desc(version: int) -> str:
+    """MQVersion.getVersionDesc for 4.x and later clients (V4_9_8...); older ordinals by number."""
+    if version >= _HIGHER_VERSION:
+        return "HIGHER_VERSION"
+    if version < _V4_0_0_SNAPSHOT:
+        return f"version {version}"
+    step, release = divmod(version - _V4_0_0_SNAPSHOT, 2)
+    major, minor, patch = 4 + step // 100, step // 10 % 10, step % 10
+    return f"V{major}_{minor}_{patch}" + ("" if release else "_SNAPSHOT")

@@ -1,5 +1,5 @@
 """The README's run command: installs the project and starts a name server and a broker that a
-stock client can use at once; SIGTERM stops both cleanly."""
+stock client can use at once, and the web console; SIGTERM stops them cleanly."""
 
 from __future__ import annotations
 
@@ -46,6 +46,8 @@ def test_run_script_starts_a_cluster_the_java_client_uses(tmp_path: Path) -> Non
             assert proc.poll() is None, out.read_text()[-3000:]
             assert time.monotonic() < deadline, out.read_text()[-3000:]
             time.sleep(0.2)
+        # The web console starts beside them (on 8080, or a free port when that is taken).
+        assert b", console http://127.0.0.1:" in out.read_bytes()
         namesrv = f"127.0.0.1:{namesrv_port}"
         sent = produce_messages("java", namesrv=namesrv, topic="RunScript", count=20, group="RunPG")
         assert [e["status"] for e in sent] == ["SEND_OK"] * 20

@@ -33,7 +33,7 @@ from sidewinder.client.admin_groups import (
 )
 from sidewinder.client.route_cache import ClientError, MessageQueue
 from sidewinder.protocol.body import ObjectKey
-from sidewinder.protocol.codes import ResponseCode
+from sidewinder.protocol.codes import ResponseCode, version_desc
 from sidewinder.tools.mqadmin.command import command
 from sidewinder.tools.mqadmin.java import (
     compact_ms,
@@ -44,7 +44,6 @@ from sidewinder.tools.mqadmin.java import (
     queue_hash,
     queue_text,
     subscribe_queues,
-    version_desc,
 )
 from sidewinder.tools.mqadmin.output import table, when
 

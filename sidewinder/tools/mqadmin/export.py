@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from sidewinder.client.admin import Admin
-from sidewinder.client.admin_groups import consumer_connection
+from sidewinder.client.admin_groups import consumer_connection, is_system_group
 from sidewinder.client.route_cache import MASTER_ID, ClientError
 from sidewinder.protocol import body
-from sidewinder.protocol.codes import CURRENT_VERSION, RequestCode
+from sidewinder.protocol.codes import CURRENT_VERSION, RequestCode, version_desc
 from sidewinder.tools.mqadmin.command import command
-from sidewinder.tools.mqadmin.java import version_desc
 from sidewinder.tools.mqadmin.stats import _day_sum, _stats_data
 
 DEFAULT_DIR = "/tmp/rocketmq/export"
@@ -47,23 +46,6 @@ CONFIG_KEYS = (
     "useTLS",
     "autoCreateTopicEnable",
     "autoCreateSubscriptionGroup",
-)
-SYSTEM_GROUPS = frozenset(
-    {
-        "DEFAULT_CONSUMER",
-        "DEFAULT_PRODUCER",
-        "TOOLS_CONSUMER",
-        "FILTERSRV_CONSUMER",
-        "__MONITOR_CONSUMER",
-        "CLIENT_INNER_PRODUCER",
-        "SELF_TEST_P_GROUP",
-        "SELF_TEST_C_GROUP",
-        "CID_ONS-HTTP-PROXY",
-        "CID_ONSAPI_PERMISSION",
-        "CID_ONSAPI_OWNER",
-        "CID_ONSAPI_PULL",
-        "CID_RMQ_SYS_TRANS",
-    }
 )
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -107,11 +89,7 @@ async def user_groups(admin: Admin, addr: str) -> dict[str, dict[str, Any]]:
     """GET_ALL_SUBSCRIPTIONGROUP_CONFIG less the system groups."""
     reply = await admin.ask_broker(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
     groups = body.loads(reply.body_bytes).get("subscriptionGroupTable") or {}
-    return {
-        name: config
-        for name, config in groups.items()
-        if name not in SYSTEM_GROUPS and not name.startswith("CID_RMQ_SYS_")
-    }
+    return {name: config for name, config in groups.items() if not is_system_group(name)}
 
 
 @command(

@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 
 from sidewinder.client.pulling import ReceivedMessage
 from sidewinder.client.route_cache import MessageQueue
-from sidewinder.protocol.codes import CURRENT_VERSION
 from sidewinder.protocol.message import java_string_hash
 
 T = TypeVar("T")
@@ -128,20 +127,3 @@ def message_ext(message: ReceivedMessage, broker_name: str, extra: dict[str, str
 def queue_text(topic: str, broker_name: str, queue_id: int) -> str:
     """MessageQueue.toString."""
     return f"MessageQueue [topic={topic}, brokerName={broker_name}, queueId={queue_id}]"
-
-
-# MQVersion.Version from V4_0_0_SNAPSHOT on: a SNAPSHOT and a release of each x.y.z up to
-# V9_9_9, then HIGHER_VERSION; V4_9_8 is CURRENT_VERSION.
-_V4_0_0_SNAPSHOT = CURRENT_VERSION - 2 * 98 - 1
-_HIGHER_VERSION = _V4_0_0_SNAPSHOT + 2 * 600
-
-
-def version_desc(version: int) -> str:
-    """MQVersion.getVersionDesc for 4.x and later clients (V4_9_8...); older ordinals by number."""
-    if version >= _HIGHER_VERSION:
-        return "HIGHER_VERSION"
-    if version < _V4_0_0_SNAPSHOT:
-        return f"version {version}"
-    step, release = divmod(version - _V4_0_0_SNAPSHOT, 2)
-    major, minor, patch = 4 + step // 100, step // 10 % 10, step % 10
-    return f"V{major}_{minor}_{patch}" + ("" if release else "_SNAPSHOT")
