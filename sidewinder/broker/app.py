@@ -397,10 +397,10 @@ class BrokerApp:
     async def _persist_offsets(self) -> None:
         loop = asyncio.get_running_loop()
         if self.offsets.dirty:
-            await loop.run_in_executor(None, self.offsets.persist)
+            await loop.run_in_executor(None, self.offsets.writer())
         if self.pop.orders.dirty:
-            await loop.run_in_executor(None, self.pop.orders.persist)
-        await loop.run_in_executor(None, self.schedule.persist)
+            await loop.run_in_executor(None, self.pop.orders.writer())
+        await loop.run_in_executor(None, self.schedule.writer())
 
     async def _scan_clients(self) -> None:
         self.clients.expire(time.monotonic())
@@ -410,7 +410,7 @@ class BrokerApp:
         copying its master's)."""
         loop = asyncio.get_running_loop()
         for table in (self.topics, self.groups, self.offsets, self.schedule, self.request_modes):
-            await loop.run_in_executor(None, table.persist)
+            await loop.run_in_executor(None, table.writer())
 
     def _notify_ids_changed(self, group: ConsumerGroup) -> None:
         if not self.config.notify_consumer_ids_changed_enable:
@@ -431,7 +431,7 @@ class BrokerApp:
             self._persisting = asyncio.get_running_loop().create_task(self._persist_metadata())
 
     async def _modes_saved(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self.request_modes.persist)
+        await asyncio.get_running_loop().run_in_executor(None, self.request_modes.writer())
 
     async def _metadata_saved(self) -> None:
         """Persist and re-register now, returning once the name servers know."""
@@ -466,8 +466,8 @@ class BrokerApp:
         loop = asyncio.get_running_loop()
         while self._metadata_dirty:
             self._metadata_dirty = False
-            await loop.run_in_executor(None, self.topics.persist)
-            await loop.run_in_executor(None, self.groups.persist)
+            await loop.run_in_executor(None, self.topics.writer())
+            await loop.run_in_executor(None, self.groups.writer())
             await self.registration.register_all()
 
     async def stop(self) -> None:
@@ -497,7 +497,7 @@ class BrokerApp:
             await asyncio.gather(self._persisting, return_exceptions=True)
         loop = asyncio.get_running_loop()
         for table in (self.topics, self.groups, self.offsets, self.schedule, self.pop.orders):
-            await loop.run_in_executor(None, table.persist)
+            await loop.run_in_executor(None, table.writer())
         await self.store.shutdown()
         await self.outbound.close()
         log.info("broker.stopped")

@@ -3,7 +3,7 @@ auto-created on a consumer's first heartbeat when autoCreateSubscriptionGroup is
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -142,8 +142,13 @@ class SubscriptionGroups:
             "subscriptionGroupTable": {n: g.to_json() for n, g in self.groups.items()},
         }
 
+    def writer(self) -> Callable[[], bool]:
+        """The write of subscriptionGroup.json as the table is now (see JsonTable.writer)."""
+        return self.file.writer(self.to_json())
+
     def persist(self) -> None:
-        self.file.persist_json(self.to_json())
+        """Write subscriptionGroup.json. Blocking."""
+        self.writer()()
 
     def find(self, group: str) -> SubscriptionGroup | None:
         """The group's config, created with defaults if auto-creation is on."""

@@ -4,6 +4,7 @@ and at shutdown."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +30,21 @@ class ConsumerOffsets:
         for key, queues in (saved.get("offsetTable") or {}).items():
             self.table[key] = {int(q): int(o) for q, o in queues.items()}
 
-    def persist(self) -> None:
-        """Write consumerOffset.json (integer queue ids as fastjson writes them). Blocking."""
+    def writer(self) -> Callable[[], None]:
+        """The write of consumerOffset.json (integer queue ids as fastjson writes them) as the
+        table is now (see JsonTable.writer)."""
         self.dirty = False
-        snapshot = {key: dict(queues) for key, queues in self.table.items()}
-        if not self.file.persist_json({"offsetTable": snapshot}):
-            self.dirty = True  # the disk refused: the next timer tries again
+        write = self.file.writer({"offsetTable": self.table})
+
+        def write_or_retry() -> None:
+            if not write():
+                self.dirty = True  # the disk refused: the next timer tries again
+
+        return write_or_retry
+
+    def persist(self) -> None:
+        """Write consumerOffset.json. Blocking."""
+        self.writer()()
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         self.table.setdefault(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {})[queue_id] = offset

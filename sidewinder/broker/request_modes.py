@@ -9,6 +9,7 @@ the group's remoting consumers pull or pop, in config/messageRequestMode.json.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,10 @@ class RequestModes:
     def to_json(self) -> dict[str, Any]:
         return {"messageRequestModeMap": self.modes}
 
+    def writer(self) -> Callable[[], bool]:
+        """The write of messageRequestMode.json as the table is now (see JsonTable.writer)."""
+        return self.file.writer(self.to_json())
+
     def persist(self) -> None:
         """Write messageRequestMode.json. Blocking."""
-        self.file.persist_json(self.to_json())
+        self.writer()()

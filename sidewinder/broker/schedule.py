@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -88,8 +89,13 @@ class ScheduleService:
     def to_json(self) -> dict[str, Any]:
         return {"offsetTable": dict(sorted(self.offsets.items()))}
 
+    def writer(self) -> Callable[[], bool]:
+        """The write of delayOffset.json as the table is now (see JsonTable.writer)."""
+        return self.file.writer(self.to_json())
+
     def persist(self) -> None:
-        self.file.persist_json(self.to_json())
+        """Write delayOffset.json. Blocking."""
+        self.writer()()
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()

@@ -4,7 +4,7 @@ auto-creation of a topic from TBW102 when a producer sends to one that does not 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -181,9 +181,13 @@ class TopicTable:
             "topicConfigTable": {name: t.to_json() for name, t in self.topics.items()},
         }
 
+    def writer(self) -> Callable[[], bool]:
+        """The write of topics.json as the table is now (see JsonTable.writer)."""
+        return self.file.writer(self.to_json())
+
     def persist(self) -> None:
         """Write topics.json. Blocking."""
-        self.file.persist_json(self.to_json())
+        self.writer()()
 
     def get(self, topic: str) -> TopicConfig | None:
         return self.topics.get(topic)

@@ -12,6 +12,7 @@ retried pop with the same attemptId is not blocked by its own batch.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,7 +119,8 @@ class ConsumerOrderInfo:
         for key, queues in (saved.get("table") or {}).items():
             self.table[key] = {int(q): OrderInfo.from_json(v) for q, v in queues.items()}
 
-    def persist(self) -> None:
+    def writer(self) -> Callable[[], None]:
+        """The write of consumerOrderInfo.json as the table is now (see JsonTable.writer)."""
         self.dirty = False
         now = _now()
         snapshot = {
@@ -127,8 +129,17 @@ class ConsumerOrderInfo:
             }
             for key, queues in self.table.items()
         }
-        if not self.file.persist_json({"table": {k: v for k, v in snapshot.items() if v}}):
-            self.dirty = True
+        write = self.file.writer({"table": {k: v for k, v in snapshot.items() if v}})
+
+        def write_or_retry() -> None:
+            if not write():
+                self.dirty = True
+
+        return write_or_retry
+
+    def persist(self) -> None:
+        """Write consumerOrderInfo.json. Blocking."""
+        self.writer()()
 
     def _get(self, topic: str, group: str, queue_id: int) -> OrderInfo | None:
         return self.table.get(f"{topic}@{group}", {}).get(queue_id)
