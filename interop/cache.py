@@ -40,6 +40,11 @@ class BenchCache:
         """A `java -cp` value for one Maven profile of interop/maven/pom.xml (`server`, say)."""
         return str(self.maven_lib / role / "*")
 
+    def jars(self, role: str) -> str:
+        """`classpath(role)` with its jars named one by one, in a fixed order: a class-data
+        archive (`-XX:SharedArchiveFile`) holds only for the exact classpath it was made with."""
+        return ":".join(str(p) for p in sorted((self.maven_lib / role).glob("*.jar")))
+
     @property
     def java_driver_classes(self) -> Path:
         return self.root / "java-driver"
