@@ -12,6 +12,7 @@ import pytest
 from hypothesis import settings
 
 from interop.fixtures import FIXTURE_NAMES, ensure_fixture
+from interop.ports import lease_port_block
 from interop.target import DEFAULT_KINDS, POP_KINDS, ClusterTarget, create_target
 from tests import hot_path as _hot_path
 
@@ -90,9 +91,11 @@ def pop_target(
     """One running cluster of each 5.x kind (the RocketMQ 5.3.2 oracle and Sidewinder), shared
     by the session's scenarios of what 5.x brokers add (POP). Killed at the end, not stopped:
     nothing reads its store afterwards, and a 5.3.2 broker takes 15-30 s to stop gracefully."""
-    yield from _shared_cluster(
-        pop_target_kind, tmp_path_factory, discard=True, broker_conf=POP_TARGET_CONF
-    )
+    conf = dict(POP_TARGET_CONF)
+    if pop_target_kind == "sidewinder":
+        # Its own gRPC front as well (local mode): the `front` fixture's "local" mode.
+        conf["grpcServerPort"] = str(lease_port_block())
+    yield from _shared_cluster(pop_target_kind, tmp_path_factory, discard=True, broker_conf=conf)
 
 
 @pytest.fixture
