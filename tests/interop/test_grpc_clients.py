@@ -20,6 +20,7 @@ from interop.drivers import (
     NODE5,
     PYTHON5,
     RUST5,
+    DriverRun,
     run_driver,
     start_driver,
 )
@@ -34,6 +35,7 @@ from tests.helpers import pull_request, send_request, unique
 from tests.interop.grpc_scenarios import consume as _consume
 from tests.interop.grpc_scenarios import topic_and_group as _topic_and_group
 from tests.interop.pop_requests import create_group_request, create_topic_request
+from tests.interop.scenarios import wait_until_routed
 
 # What a client's `received` events lack: rust5's MessageView keeps none of these and the
 # client reads nothing of the wire that the driver could see (PROTOCOL.md, "rust5").
@@ -68,6 +70,16 @@ def local_front(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Clus
         yield target, f"127.0.0.1:{port}"
     finally:
         target.stop()
+
+
+def _assert_committed(consumed: DriverRun, committed: set[str], target: ClusterTarget) -> None:
+    """The consumer got the committed transaction messages and no other. RocketMQ 5.3.2 on a
+    loaded host may check a half message again before the op record of its first commit is
+    written, and commit it twice (at least once, as it documents); Sidewinder's broker not."""
+    got = [e["msgId"] for e in consumed.received()]
+    assert set(got) == committed, got
+    if target.kind != "rocketmq5":
+        assert len(got) == len(set(got)), got
 
 
 def _pull_when_there(
@@ -315,9 +327,7 @@ def test_an_open_transaction_is_resolved_by_the_brokers_check(
         assert {e["msgId"] for e in run.sent()} <= set(checked), run.events
         assert set(checked.values()) == {answer}, run.events
     consumed = _consume(front, topic, group, 2, linger=3)
-    assert sorted(e["msgId"] for e in consumed.received()) == sorted(
-        e["msgId"] for e in runs["commit"].sent()
-    )
+    _assert_committed(consumed, {e["msgId"] for e in runs["commit"].sent()}, pop_target)
 
 
 @pytest.mark.parametrize("grpc_client", [PYTHON5, JAVA5GRPC])
@@ -339,9 +349,7 @@ def test_transactions_a_producer_left_open_are_resolved_by_its_successor(
     # The half queue is checked oldest first: the orphans before the successor's own message.
     assert answered == dict.fromkeys(orphans | {e["msgId"] for e in successor.sent()}, "commit")
     consumed = _consume(front, topic, group, 3, linger=2)
-    assert sorted(e["msgId"] for e in consumed.received()) == sorted(
-        orphans | {e["msgId"] for e in successor.sent()}
-    )
+    _assert_committed(consumed, orphans | {e["msgId"] for e in successor.sent()}, pop_target)
 
 
 def test_a_recalled_delay_message_is_never_delivered(
@@ -586,6 +594,9 @@ def test_mqadmin_consumer_status_and_direct_consumption_reach_a_grpc_consumer(
         (connection,) = _connections(client, pop_target, group)
         client_id = connection["clientId"]
         ns = pop_target.namesrv_addr
+        # consumerStatus reads the route of the group's retry topic, which the broker made at
+        # the consumer's heartbeat and registers with the name server a moment later.
+        wait_until_routed(ns, f"%RETRY%{group}")
         status = mqadmin(ns, "consumerStatus", "-g", group, "-i", client_id, "-s").stdout
         assert "PROP_CONSUME_TYPE" in status and "CONSUME_PASSIVELY" in status, status
         assert topic in status and "TagA" in status, status
