@@ -26,10 +26,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from interop.cache import (
@@ -43,9 +42,10 @@ from interop.cache import (
     BenchCache,
     bench_cache,
 )
+from interop.dev import dev_cluster
 from interop.drivers import DRIVER_ARCHIVE, DRIVER_JAR, JAVA5, driver_command
 from interop.jvm import java_binary
-from interop.ports import lease_port_block
+from interop.processes import StartupError
 
 MAVEN_ROLES = ("server", "client", "bench", "server5", "client5")
 GRPCLOAD_DIR = REPO_ROOT / "scripts" / "grpcload"
@@ -212,41 +212,13 @@ def _training_runs(namesrv: str) -> list[list[str]]:
 @contextmanager
 def _training_server(workdir: Path) -> Iterator[str]:
     """A name server and broker for the training runs ("127.0.0.1:9", where nothing listens,
-    when they do not start within 30 s)."""
-    namesrv_port, broker_port = lease_port_block(), lease_port_block((-2, 0, 1))
-    server = subprocess.Popen(
-        [
-            sys.executable, "-m", "sidewinder.dev", "--store", str(workdir / "store"),
-            "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
-            "--no-grpc", "--no-console", "--no-metrics",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )  # fmt: skip
-    try:
-        started = _read_until(server, "boot success", 30)
-        yield f"127.0.0.1:{namesrv_port}" if started else "127.0.0.1:9"
-    finally:
-        server.terminate()
+    when they do not start)."""
+    with ExitStack() as stack:
         try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-
-
-def _read_until(process: subprocess.Popen[str], text: str, within_s: float) -> bool:
-    assert process.stdout is not None
-    found = threading.Event()
-
-    def read() -> None:
-        for line in process.stdout:  # type: ignore[union-attr]
-            if text in line:
-                found.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    return found.wait(within_s)
+            namesrv = stack.enter_context(dev_cluster(workdir, within_s=30)).namesrv_addr
+        except StartupError:
+            namesrv = "127.0.0.1:9"
+        yield namesrv
 
 
 def _archive_java_driver(cache: BenchCache, client: str) -> str:

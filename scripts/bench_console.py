@@ -13,15 +13,13 @@ import argparse
 import asyncio
 import contextlib
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from interop.ports import lease_port_block
+from interop.dev import dev_cluster
 from sidewinder.client.admin import Admin
 from sidewinder.client.producer import Message, Producer
 from sidewinder.client.pulling import commit_offset
@@ -85,40 +83,11 @@ def time_page(url: str) -> float:
 @contextlib.contextmanager
 def local_dev(workdir: Path) -> Iterator[tuple[str, str, str]]:
     """sidewinder-dev with its console on leased ports: (name server, broker, console URL)."""
-    namesrv_port, broker_port = lease_port_block(), lease_port_block((-2, 0, 1))
-    console_port = lease_port_block()
-    log_path = workdir / "dev.log"
-    with log_path.open("wb") as log:
-        dev = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "sidewinder.dev",
-                "--store",
-                str(workdir / "store"),
-                "--namesrv-port",
-                str(namesrv_port),
-                "--broker-port",
-                str(broker_port),
-                "--console-port",
-                str(console_port),
-                "--no-metrics",
-                "--no-grpc",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        while "boot success" not in log_path.read_text():
-            if dev.poll() is not None:
-                raise RuntimeError(log_path.read_text()[-2000:])
-            time.sleep(0.2)
-        url = f"http://127.0.0.1:{console_port}"
+    with dev_cluster(workdir, console=True) as dev:
+        assert dev.console_url is not None
+        url = dev.console_url.rstrip("/")
         wait_http(url + "/static/console.css")
-        yield f"127.0.0.1:{namesrv_port}", f"127.0.0.1:{broker_port}", url
-    finally:
-        dev.terminate()
-        dev.wait(30)
+        yield dev.namesrv_addr, dev.broker_addr, url
 
 
 def main() -> int:

@@ -9,29 +9,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sidewinder.protocol.codes import RequestCode, ResponseCode
-from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.codes import ResponseCode
 from sidewinder.remoting.client import SyncRemotingClient
 from tests.inprocess import InProcessBroker
+from tests.interop.pop_requests import create_topic_request
 
 CREATORS = 8
 EACH = 100
-
-
-def _create(topic: str) -> RemotingCommand:
-    return RemotingCommand.request(
-        RequestCode.UPDATE_AND_CREATE_TOPIC,
-        {
-            "topic": topic,
-            "defaultTopic": "TBW102",
-            "readQueueNums": "4",
-            "writeQueueNums": "4",
-            "perm": "6",
-            "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": "0",
-            "order": "false",
-        },
-    )
 
 
 def test_topics_created_side_by_side_are_all_taken_and_saved(tmp_path: Path) -> None:
@@ -43,7 +27,9 @@ def test_topics_created_side_by_side_are_all_taken_and_saved(tmp_path: Path) -> 
     def create(topics: list[str]) -> list[tuple[int, str | None]]:
         client = SyncRemotingClient()
         try:
-            replies = [client.invoke(broker.addr, _create(topic), 30) for topic in topics]
+            replies = [
+                client.invoke(broker.addr, create_topic_request(topic, 4), 30) for topic in topics
+            ]
         finally:
             client.close()
         return [(r.code, r.remark) for r in replies if r.code != ResponseCode.SUCCESS]
