@@ -189,7 +189,9 @@ def assemble(
         # RocketMQ syncs while warming under SYNC_FLUSH, to avoid one huge writeback later.
         sync_every_bytes=config.flush_least_pages_when_warm_maped_file * 4096 if sync_flush else 0,
     )
-    disk = DiskSpace()
+    disk = DiskSpace(
+        full_ratio=config.disk_full_ratio, clean_forcibly_ratio=config.disk_clean_forcibly_ratio
+    )
     commit_log.files.before_create = lambda size: disk.check_room(
         config.store_path_commit_log, size
     )

@@ -34,7 +34,7 @@ import structlog
 from sidewinder.store.commit_log import CommitLog
 from sidewinder.store.config import StoreConfig
 from sidewinder.store.consume_queue import ConsumeQueueTable
-from sidewinder.store.disk_space import DISK_CLEAN_FORCIBLY_RATIO, DiskSpace
+from sidewinder.store.disk_space import DiskSpace
 from sidewinder.store.index_file import IndexFile
 from sidewinder.store.index_service import IndexService
 from sidewinder.store.mapped_file import MappedFile
@@ -198,7 +198,7 @@ class Cleanup:
         """Set or clear the disk-full refusal; True when files must go whatever their age."""
         ratio = max(commit_log_ratio, queue_ratio)
         self.disk.judge_ratio(ratio)
-        return ratio > DISK_CLEAN_FORCIBLY_RATIO
+        return ratio > self.disk.clean_forcibly_ratio
 
     def _clean_queues(self, min_phy: int) -> tuple[list[MappedFile], list[IndexFile]]:
         """ConsumeQueue and index files below `min_phy`. Blocking, on the dispatch thread."""

@@ -108,6 +108,10 @@ class StoreConfig(BaseModel):
     file_reserved_time: int = Field(72, ge=0)
     disk_max_used_space_ratio: int = Field(75, ge=10, le=95)
     clean_file_forcibly_enable: bool = True
+    # RocketMQ 5's keys, in percent; it clamps them (35-90, 30-85), so they can only lower
+    # where puts stop and where files go whatever their age.
+    disk_space_warning_level_ratio: int = Field(90, ge=0, le=100)
+    disk_space_clean_forcibly_ratio: int = Field(85, ge=0, le=100)
     clean_resource_interval: int = Field(10_000, gt=0)
     delete_commit_log_files_interval: int = Field(100, ge=0)
     delete_consume_queue_files_interval: int = Field(100, ge=0)
@@ -145,6 +149,16 @@ class StoreConfig(BaseModel):
             if not hour.isdigit() or not 0 <= int(hour) <= 23:
                 raise ValueError(f"deleteWhen is hours 00-23 separated by ';', got {value!r}")
         return value
+
+    @property
+    def disk_full_ratio(self) -> float:
+        """Where puts stop, as RocketMQ 5 reads diskSpaceWarningLevelRatio."""
+        return min(max(self.disk_space_warning_level_ratio, 35), 90) / 100
+
+    @property
+    def disk_clean_forcibly_ratio(self) -> float:
+        """Above it old files go whatever their age, and the disk-full flag stays set."""
+        return min(max(self.disk_space_clean_forcibly_ratio, 30), 85) / 100
 
     @classmethod
     def from_properties(cls, values: Mapping[str, Any]) -> StoreConfig:

@@ -309,3 +309,35 @@ def test_a_timer_enqueue_on_a_full_disk_writes_nothing_and_succeeds_later(
         assert [u.phy_offset for _, u in timers.units_of(far)] == [200]
         assert [u.phy_offset for _, u in timers.units_of(now + 2000)] == [100]
         timers.close()
+
+
+def test_rocketmq_5_disk_ratio_keys_lower_where_puts_stop_and_are_held_to_90(
+    tmp_path: Path,
+) -> None:
+    """diskSpaceWarningLevelRatio from broker.conf: 50 stops puts on a disk about 60 % used;
+    95 is held to 90, as RocketMQ 5 holds it, so the same disk takes puts."""
+
+    async def first_put(root: Path, ratio: str) -> tuple[PutStatus, str]:
+        config = StoreConfig.from_properties(
+            {
+                **store_config(root).model_dump(by_alias=True),
+                "diskSpaceWarningLevelRatio": ratio,
+                "diskSpaceCleanForciblyRatio": "40",
+                "cleanFileForciblyEnable": "false",
+            }
+        )
+        store = MessageStore(config, store_host=HOST)
+        await store.start()
+        try:
+            result = await store.put_message(message("Ratio", 0, 0))
+            return result.status, result.remark
+        finally:
+            await store.shutdown()
+
+    with small_disk(tmp_path / "disk", mib=16) as disk:
+        fill(disk, leave_bytes=6 << 20)
+        status, remark = asyncio.run(first_put(disk / "low", "50"))
+        assert status is PutStatus.SERVICE_NOT_AVAILABLE
+        assert "above 50%" in remark, remark
+        status, remark = asyncio.run(first_put(disk / "high", "95"))
+        assert status is PutStatus.PUT_OK, remark
