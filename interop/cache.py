@@ -45,6 +45,11 @@ class BenchCache:
         archive (`-XX:SharedArchiveFile`) holds only for the exact classpath it was made with."""
         return ":".join(str(p) for p in sorted((self.maven_lib / role).glob("*.jar")))
 
+    def server_archive(self, role: str, process: str) -> Path:
+        """The class-data archive of one RocketMQ server JVM (`namesrv` or `broker`) on one
+        role's classpath, which `python -m interop.install cds` makes (interop/jvm.py)."""
+        return self.root / "cds" / f"{role}-{process}.jsa"
+
     @property
     def java_driver_classes(self) -> Path:
         return self.root / "java-driver"

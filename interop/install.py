@@ -5,7 +5,8 @@
     python -m interop.install maven java # only these steps
 
 Steps: `maven` (RocketMQ's published jars, one classpath per role), `java` (our Java driver,
-compiled against the 4.9.8 client), `cpp` (PyPI `rocketmq` 0.4.4 in its own virtualenv), `py5`
+compiled against the 4.9.8 client), `cds` (class-data archives that start RocketMQ's servers
+faster), `cpp` (PyPI `rocketmq` 0.4.4 in its own virtualenv), `py5`
 (PyPI `rocketmq-python-client` 5.1.2, the gRPC client, in another), `java5grpc` (Maven Central
 `rocketmq-client-java` 5.0.8, the Java gRPC client, and our driver compiled against it), `node`
 (npm `ali-ons` from our lockfile), `node5` (npm `rocketmq-client-nodejs` 1.0.8, the RocketMQ 5
@@ -461,9 +462,59 @@ def install_rust5(cache: BenchCache) -> str:
     return f"built {output} ({RUST5_CLIENT_CRATE})"
 
 
+# The RocketMQ server JVMs whose class-data archives `cds` makes: (role, process).
+SERVER_ARCHIVES = (("server", "namesrv"), ("server", "broker"), ("server5", "broker"))
+
+
+def install_cds(cache: BenchCache) -> str:
+    """Class-data archives of the RocketMQ name server and the 4.9.7 and 5.3.2 brokers
+    (interop/jvm.py, class_archive_flags): each cluster starts once writing them, serves the
+    Java driver's send and consume, and stops. Only a speed-up: an archive that cannot be
+    made is left out and its JVM starts without one."""
+    from interop.rocketmq import RocketMQCluster
+    from interop.rocketmq5 import RocketMQ5Cluster
+
+    java = subprocess.run(
+        [java_binary(), "-version"], capture_output=True, text=True, check=False
+    ).stderr
+    digest = _digest([INTEROP_DIR / "jvm.py"], (cache.stamps / "java").read_text(), java)
+    archives = [cache.server_archive(role, process) for role, process in SERVER_ARCHIVES]
+    if _fresh(cache, "cds", digest, archives[0]) and all(a.exists() for a in archives):
+        return "up to date"
+    for archive in archives:
+        archive.unlink(missing_ok=True)
+    for kind in (RocketMQCluster, RocketMQ5Cluster):
+        with tempfile.TemporaryDirectory(prefix="cds-") as scratch:
+            command = driver_command("java", Path(scratch), cache)
+            cluster = kind(Path(scratch), cache=cache, make_class_archives=True)
+            try:
+                cluster.start()
+                for argv in _training_runs(cluster.namesrv_addr):
+                    subprocess.run(
+                        [*command, *argv],
+                        capture_output=True,
+                        timeout=120,
+                        cwd=scratch,
+                        env={**os.environ, "HOME": scratch},
+                        check=False,
+                    )
+            except StartupError:
+                pass
+            finally:
+                cluster.stop()
+            for role, process in (("server", "namesrv"), (kind.broker_role, "broker")):
+                made = cache.server_archive(role, process).with_suffix(".new")
+                if made.exists():
+                    os.replace(made, cache.server_archive(role, process))
+    present = [a.name for a in archives if a.exists()]
+    _stamp(cache, "cds", digest)
+    return f"class-data archives: {', '.join(present) or 'none'}"
+
+
 STEPS: dict[str, Callable[[BenchCache], str]] = {
     "maven": install_maven,
     "java": install_java,
+    "cds": install_cds,
     "cpp": install_cpp,
     "py5": install_py5,
     "java5grpc": install_java5grpc,

@@ -25,7 +25,7 @@ from interop.cache import bench_cache
 from interop.jvm import java_command, java_env
 from interop.ports import lease_port_block
 from interop.processes import ManagedProcess, start_until_banner
-from interop.rocketmq import BROKER_MAIN, test_broker_conf, write_properties
+from interop.rocketmq import BROKER_MAIN, server_launch, test_broker_conf, write_properties
 from interop.sidewinder import python_env
 from sidewinder.protocol import body
 from sidewinder.protocol.codes import RequestCode, ResponseCode
@@ -80,12 +80,14 @@ class GroupBroker:
         self.startup_timeout_s = startup_timeout_s
         role = "slave" if values.get("brokerRole") == "SLAVE" else "master"
         if kind == "rocketmq":
+            classpath, flags = server_launch(bench_cache(), "server", "broker")
             command = java_command(
                 self.workdir,
-                bench_cache().classpath("server"),
+                classpath,
                 BROKER_MAIN,
                 ["-c", str(conf_path)],
                 heap_mb=512,
+                jvm_flags=flags,
             )
             env = java_env(self.workdir)
             logs = [self.workdir / "logs" / "broker.log"]

@@ -21,7 +21,7 @@ from types import FrameType
 from typing import Any
 
 from interop.cache import BenchCache, bench_cache
-from interop.jvm import java_command, java_env
+from interop.jvm import class_archive_flags, java_command, java_env
 from interop.ports import lease_port_block
 from interop.processes import ManagedProcess, StartupError, can_connect, start_until_banner
 from sidewinder.common.properties import read_properties
@@ -65,6 +65,19 @@ def test_broker_conf(
     }
 
 
+def server_launch(
+    cache: BenchCache, role: str, process: str, *, make_archive: bool = False
+) -> tuple[str, list[str]]:
+    """The classpath and JVM flags of a RocketMQ server JVM (`process`: namesrv or broker):
+    its role's jars named in a fixed order, and its class-data archive when there is one (or,
+    `make_archive`, the flag that writes it at exit, beside the final name)."""
+    archive = cache.server_archive(role, process)
+    if make_archive:
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        return cache.jars(role), class_archive_flags(archive.with_suffix(".new"), make=True)
+    return cache.jars(role), class_archive_flags(archive) if archive.exists() else []
+
+
 def write_properties(path: Path, values: Mapping[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [f"{key}={value}" for key, value in values.items() if value is not None]
@@ -91,7 +104,10 @@ class RocketMQCluster:
         namesrv_heap_mb: int = 256,
         startup_timeout_s: float = 90.0,
         system_props: Mapping[str, str] | None = None,
+        make_class_archives: bool = False,
     ) -> None:
+        """`make_class_archives`: the JVMs write their class-data archives as they exit
+        (`python -m interop.install cds`); a clean stop then moves them into place."""
         self.workdir = Path(workdir)
         self.cache = cache or bench_cache()
         self.startup_timeout_s = startup_timeout_s
@@ -112,30 +128,39 @@ class RocketMQCluster:
         write_properties(self.workdir / "namesrv.conf", {"listenPort": self.namesrv_port})
         write_properties(self.workdir / "broker.conf", self.broker_conf)
         logs = self.workdir / "logs"
+        self.make_class_archives = make_class_archives
+        classpath, flags = server_launch(
+            self.cache, "server", "namesrv", make_archive=make_class_archives
+        )
         self.namesrv = ManagedProcess(
             "rocketmq name server",
             java_command(
                 self.workdir,
-                self.cache.classpath("server"),
+                classpath,
                 NAMESRV_MAIN,
                 ["-c", str(self.workdir / "namesrv.conf")],
                 heap_mb=namesrv_heap_mb,
                 extra_props=dict(system_props or {}),
+                jvm_flags=flags,
             ),
             self.workdir / "namesrv.out",
             env=java_env(self.workdir),
             cwd=self.workdir,
             log_paths=[logs / "namesrv.log"],
         )
+        classpath, flags = server_launch(
+            self.cache, self.broker_role, "broker", make_archive=make_class_archives
+        )
         self.broker = ManagedProcess(
             "rocketmq broker",
             java_command(
                 self.workdir,
-                self.cache.classpath(self.broker_role),
+                classpath,
                 BROKER_MAIN,
                 ["-c", str(self.workdir / "broker.conf")],
                 heap_mb=broker_heap_mb,
                 extra_props=dict(system_props or {}),
+                jvm_flags=flags,
             ),
             self.workdir / "broker.out",
             env=java_env(self.workdir),

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from interop import install
-from interop.cache import BenchCache
+from interop.cache import BenchCache, bench_cache
 from interop.drivers import DriverError, start_driver
+from interop.jvm import gc_and_jit_flags, java_binary
+from interop.rocketmq import server_launch
 
 
 @pytest.fixture
@@ -125,3 +128,32 @@ def test_second_run_is_offline_and_skips_every_step(capsys: pytest.CaptureFixtur
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == len(install.STEPS)
     assert all("up to date" in line for line in lines), lines
+
+
+@pytest.mark.parametrize(("role", "process"), install.SERVER_ARCHIVES)
+def test_the_rocketmq_servers_class_archives_map_on_their_classpath(
+    role: str, process: str
+) -> None:
+    """Each RocketMQ server JVM starts from the class-data archive `cds` made; with
+    -Xshare:on a JVM refuses to start on an archive it cannot map (another JDK, other jars)."""
+    cache = bench_cache()
+    archive = cache.server_archive(role, process)
+    assert archive.exists(), f"{archive} is missing: run `python -m interop.install cds`"
+    classpath, flags = server_launch(cache, role, process)
+    assert f"-XX:SharedArchiveFile={archive}" in flags
+    for gc in gc_and_jit_flags(), ["-XX:+UseG1GC"]:  # the suite's JVMs and the bench's
+        shown = subprocess.run(
+            [java_binary(), "-Xshare:on", *flags, *gc, "-cp", classpath, "-version"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert shown.returncode == 0 and "sharing" in shown.stderr, shown.stderr
+    # Another classpath: the same archive is refused, so a stale one is never half-used.
+    other = subprocess.run(
+        [java_binary(), "-Xshare:on", *flags, "-cp", f"{archive.parent}:{classpath}", "-version"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert other.returncode != 0, other.stderr
