@@ -3,6 +3,11 @@
     .venv/bin/python scripts/bench.py                                 # both tables, 20 minutes
     .venv/bin/python scripts/bench.py --quick --targets sidewinder    # a smoke run, about 20 s
     .venv/bin/python scripts/bench.py --quick --targets sidewinder rocketmq5 --rows pop
+    .venv/bin/python scripts/bench.py --tables broker --scaling 0 0-1 --rows produce consume
+
+`--scaling CPUS...` makes the scaling table instead of the broker-bound one: the same rows with
+each broker pinned (every thread, as `taskset -a`) to each CPU list in turn, slices alternating,
+so the table shows what a second core buys each broker.
 
 Broker-bound (scripts/bench_broker.py, with the lean generator of scripts/loadgen.py): raw
 uvloop protocols sending pre-encoded SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE / PULL_MESSAGE /
@@ -327,6 +332,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="NAME",
         help="client-bound tool scenarios (none: only the Python and Redis rows)",
     )
+    parser.add_argument(
+        "--scaling",
+        nargs="+",
+        default=None,
+        metavar="CPUS",
+        help="the scaling table instead of the broker-bound one: each broker pinned to each of "
+        "these CPU lists in turn (taskset's form: --scaling 0 0-1)",
+    )
     parser.add_argument("--no-redis", action="store_true", help="leave out the Redis peer")
     parser.add_argument("--json", type=Path, default=None, metavar="PATH", help="raw figures")
     args = parser.parse_args(argv)
@@ -336,6 +349,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.targets.remove("redis")
     if "client" in args.tables and args.seconds < 10:
         parser.error("--seconds must be at least 10 (the tool prints one line per 10 s)")
+    for cpus in args.scaling or ():
+        try:
+            bench_broker.parse_cpu_list(cpus)
+        except ValueError:
+            parser.error(f"--scaling takes CPU lists such as 0 or 0-1, not {cpus!r}")
     if args.rounds < 1 or args.slice_seconds <= 0:
         parser.error("--rounds must be at least 1 and --slice-seconds above 0")
     return args
@@ -351,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         sides=tuple(s for s in bench_broker.SIDES if s in args.targets),
         flushes=("async", "sync") if args.flush == "both" else (args.flush,),
         rows=bench_broker.with_sources(args.rows),
+        pins=tuple(args.scaling or ()),
     )
     root = Path(tempfile.mkdtemp(prefix="bench-"))
     run: bench_broker.Run | None = None
@@ -369,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Command: {command}\n")
     payload: dict[str, Any] = {"command": command}
     if run is not None:
-        print("## Broker-bound: the lean generator (scripts/loadgen.py)\n")
+        heading = "Scaling" if plan.pins else "Broker-bound"
+        print(f"## {heading}: the lean generator (scripts/loadgen.py)\n")
         print(bench_broker.render(run) + "\n")
         payload["broker_bound"] = bench_broker.to_json(run)
     if client_rows is not None:

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import bench_reference as ref
+import psutil
 import uvloop
 from loadgen import (
     Load,
@@ -202,6 +203,9 @@ class Plan:
     sides: tuple[str, ...] = SIDES
     flushes: tuple[str, ...] = ("async", "sync")
     rows: tuple[str, ...] = tuple(row.key for row in ROWS)  # see with_sources
+    # CPU lists ("0", "0-1") each broker is pinned to in turn: the scaling table. Empty: the
+    # brokers run where the kernel puts them, and the main table is made.
+    pins: tuple[str, ...] = ()
 
     def rows_of(self, flush: str) -> list[RowSpec]:
         """The picked rows of one flush mode, in table order (none if the mode is not run)."""
@@ -381,6 +385,7 @@ class Slice:
     p50_ms: float | None
     p99_ms: float | None
     latencies_ns: array[int] = field(repr=False)  # 8 bytes each: a run keeps millions
+    cpus: str = ""  # the CPU list the broker was pinned to during the slice ("": not pinned)
 
     @property
     def per_second(self) -> float:
@@ -391,7 +396,29 @@ class Slice:
         return self.own_cpu_s / self.seconds if self.seconds > 0 else 0.0
 
 
-def run_slice(side: Side, row: RowSpec, plan: Plan, pass_no: int) -> Slice:
+def parse_cpu_list(text: str) -> set[int]:
+    """A CPU list as taskset takes one: "0", "0-1", "0,2-3"."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def pin(side: Side, cpus: str) -> None:
+    """Pin every thread of the side's broker (and its mqproxy) to `cpus`, as `taskset -a -p`
+    does; threads started later inherit it. "" gives back every CPU."""
+    allowed = parse_cpu_list(cpus) if cpus else set(range(os.cpu_count() or 1))
+    for pid in filter(None, (side.broker_pid, side.proxy_pid)):
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
+            with contextlib.suppress(OSError):
+                for task in os.listdir(f"/proc/{proc.pid}/task"):
+                    with contextlib.suppress(OSError):
+                        os.sched_setaffinity(int(task), allowed)
+
+
+def run_slice(side: Side, row: RowSpec, plan: Plan, pass_no: int, cpus: str = "") -> Slice:
     meter = Meter(lambda: side.cpu_s(row.proxy))
     load = (
         _grpc_load(side, row, plan, meter)
@@ -423,6 +450,7 @@ def run_slice(side: Side, row: RowSpec, plan: Plan, pass_no: int) -> Slice:
         percentile_ms(latencies, 50),
         percentile_ms(latencies, 99),
         latencies,
+        cpus,
     )
 
 
@@ -492,7 +520,7 @@ class Run:
     checks: dict[str, dict[str, int]] = field(default_factory=dict)  # side -> counts
     notes: list[str] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
-    summaries: dict[tuple[str, str], Summary | None] = field(default_factory=dict)
+    summaries: dict[tuple[str, str, str], Summary | None] = field(default_factory=dict)
 
 
 def run_broker_bench(plan: Plan, root: Path) -> Run:
@@ -522,11 +550,14 @@ def run_broker_bench(plan: Plan, root: Path) -> Run:
                 turn = pass_no % len(running)
                 order = running[turn:] + running[:turn]
                 for row in rows:
-                    for side in order:
-                        if not row.runs_on(side.kind):
-                            continue
-                        run.slices.append(run_slice(side, row, plan, pass_no))
-                        _log_slice(run.slices[-1])
+                    for cpus in plan.pins or ("",):
+                        for side in order:
+                            if not row.runs_on(side.kind):
+                                continue
+                            if plan.pins:
+                                pin(side, cpus)
+                            run.slices.append(run_slice(side, row, plan, pass_no, cpus))
+                            _log_slice(run.slices[-1])
             _count(run, running, flush)
     run.facts["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     return run
@@ -564,7 +595,8 @@ def _running_sides(
 def _log_slice(s: Slice) -> None:
     ref.log(
         f"  {'warm ' if s.warm else ''}pass {s.pass_no} {s.row:<12} {s.side:<10} "
-        f"{s.per_second:>10,.0f} msg/s  p50 {s.p50_ms or 0:.3f} ms  broker "
+        + (f"cpus {s.cpus:<4} " if s.cpus else "")
+        + f"{s.per_second:>10,.0f} msg/s  p50 {s.p50_ms or 0:.3f} ms  broker "
         f"{s.broker_cpu_s / s.seconds if s.seconds else 0:.2f} cores  generator "
         f"{s.own_cores:.2f} cores" + (f"  failed {s.failed}" if s.failed else "")
     )
@@ -637,15 +669,18 @@ class Summary:
         return self.messages / self.seconds if self.seconds > 0 else 0.0
 
 
-def summarize(run: Run, row: str, side: str) -> Summary | None:
-    """The counted slices of `row` on `side` taken together (computed once per run)."""
-    if (row, side) not in run.summaries:
-        run.summaries[row, side] = _summarize(run, row, side)
-    return run.summaries[row, side]
+def summarize(run: Run, row: str, side: str, cpus: str = "") -> Summary | None:
+    """The counted slices of `row` on `side` (pinned to `cpus`) taken together (computed once
+    per run)."""
+    if (row, side, cpus) not in run.summaries:
+        run.summaries[row, side, cpus] = _summarize(run, row, side, cpus)
+    return run.summaries[row, side, cpus]
 
 
-def _summarize(run: Run, row: str, side: str) -> Summary | None:
-    counted = [s for s in run.slices if s.row == row and s.side == side and not s.warm]
+def _summarize(run: Run, row: str, side: str, cpus: str) -> Summary | None:
+    counted = [
+        s for s in run.slices if s.row == row and s.side == side and s.cpus == cpus and not s.warm
+    ]
     if not counted:
         return None
     messages = sum(s.messages for s in counted)
@@ -697,8 +732,60 @@ SHORT = {"sidewinder": "S", "rocketmq": "R", "rocketmq5": "R5", "redis": "Redis"
 PEERS = ("rocketmq", "rocketmq5")  # the brokers Sidewinder's ratios are taken against
 
 
+def render_scaling(run: Run) -> str:
+    """What more CPUs buy each broker: msg/s, the cores it used and its CPU per message with
+    the broker pinned to each CPU list of the plan, in the same run."""
+    plan = run.plan
+    sides = [s for s in SIDES if any(x.side == s for x in run.slices)]
+    pins = plan.pins
+    header = (
+        "| row | broker | "
+        + " | ".join(f"msg/s on CPUs {p}" for p in pins)
+        + f" | {pins[-1]} / {pins[0]} msg/s | broker cores used ({' · '.join(pins)}) "
+        + f"| broker CPU-s per 100k msgs ({' · '.join(pins)}) |"
+    )
+    out = [
+        f"Each broker pinned (all its threads, as `taskset -a`) to each CPU list in turn; the "
+        f"load generator unpinned. {plan.rounds} rounds of {plan.slice_s:g} s slices per row, "
+        f"side and CPU list, alternating, after {plan.warm_passes} warm pass(es); nproc "
+        f"{run.facts.get('nproc')}, load average {run.facts.get('loadavg_start')} at start, "
+        f"{run.facts.get('loadavg_end')} at end",
+        "",
+        header,
+        "|" + "---|" * header.count(" | ") + "---|",
+    ]
+    for row in ROWS:
+        if row not in plan.rows_of(row.flush):
+            continue
+        for side in sides:
+            found = [summarize(run, row.key, side, cpus) for cpus in pins]
+            if all(f is None for f in found):
+                continue
+            cores = _trio(
+                found,
+                lambda s: f"{(s.cpu_per_100k_s or 0) * s.per_second / 100_000:.2f}",
+            )
+            out.append(
+                "| "
+                + " | ".join(
+                    [
+                        row.label,
+                        SIDE_NAMES[side],
+                        *(_rate(f) for f in found),
+                        _ratio(_get(found[-1], "per_second"), _get(found[0], "per_second")),
+                        cores,
+                        _trio(found, lambda s: f"{s.cpu_per_100k_s or 0:.2f}"),
+                    ]
+                )
+                + " |"
+            )
+    return "\n".join([*out, *_check_lines(run)])
+
+
 def render(run: Run) -> str:
     plan = run.plan
+    if plan.pins:
+        return render_scaling(run)
     sides = [s for s in SIDES if any(x.side == s for x in run.slices)]
     peers = [p for p in PEERS if p in sides]
     names = dict(SIDE_NAMES)

@@ -3,7 +3,9 @@ quick mode runs end to end against Sidewinder with every count adding up (no spe
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -22,7 +24,7 @@ from tests.scripts.quick_bench import quick_bench
 
 sys.path.insert(0, str(REPO_ROOT / "scripts"))
 
-from bench_broker import ROWS
+from bench_broker import ROWS, Side, pin
 from loadgen import pull_templates, send_templates
 
 
@@ -87,3 +89,55 @@ def test_quick_run_against_sidewinder_adds_up(tmp_path: Path) -> None:
         assert summary["messages"] > 0 and summary["p50_ms"] > 0, key
         assert summary["cpu_per_100k_s"] > 0 and summary["rss_mib"] > 0, key
     assert all(s["own_cpu_s"] > 0 for s in figures["slices"])
+
+
+def test_pin_moves_every_thread_of_the_broker_and_gives_them_back() -> None:
+    # A stand-in broker process with a second thread (a real broker has several).
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import threading, time; threading.Thread(target=time.sleep, args=(60,)).start(); "
+            "print('up', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "up\n"
+        side = Side("sidewinder", ("127.0.0.1", 1), child.pid, "b", lambda: None)
+
+        def allowed() -> set[str]:
+            tasks = Path(f"/proc/{child.pid}/task")
+            return {
+                line.split(":")[1].strip()
+                for task in tasks.iterdir()
+                for line in (task / "status").read_text().splitlines()
+                if line.startswith("Cpus_allowed_list")
+            }
+
+        assert len(list(Path(f"/proc/{child.pid}/task").iterdir())) == 2
+        pin(side, "0")
+        assert allowed() == {"0"}
+        pin(side, "")
+        assert allowed() == {f"0-{os.cpu_count() - 1}" if (os.cpu_count() or 1) > 1 else "0"}
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_quick_scaling_run_pins_each_broker_in_turn(tmp_path: Path) -> None:
+    run = quick_bench(
+        tmp_path,
+        *("--targets", "sidewinder", "--rows", "produce", "--flush", "async"),
+        *("--scaling", "0", "0-1", "--json", str(tmp_path / "bench.json")),
+    )
+    assert "## Scaling" in run.proc.stdout
+    (label,) = [row.label for row in ROWS if row.key == "produce"]
+    cells = run.table[label]
+    assert cells[0] == "Sidewinder"
+    assert all(float(cell.split(" ")[0].replace(",", "")) > 0 for cell in cells[1:3]), cells
+    pins = [s["cpus"] for s in run.figures["slices"]]
+    assert pins.count("0") == pins.count("0-1") == 2, pins
+    counts = run.figures["checks"]["sidewinder"]
+    assert counts["requests"] == counts["answered"] > 0 and counts["failed"] == 0
