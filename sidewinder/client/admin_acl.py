@@ -11,8 +11,10 @@ white list (request codes 50-54).
     print(config.global_white_addrs, [a.access_key for a in config.accounts])
 
 The requests carry the fields RocketMQ's MQClientAPIImpl puts in them, and are signed with the
-admin's keys: a broker with aclEnable=true takes them from admin accounts only. A refusal is a
-ClientError with the broker's code (209, 210, 211 without ACL, as RocketMQ's broker answers).
+admin's keys. A broker with aclEnable=true takes them from any account that passes its check:
+RocketMQ 4.9's admin-only codes are topic and group changes and UPDATE_BROKER_CONFIG, not these.
+A refusal is a ClientError with the broker's code (209, 210, 211 without ACL, as RocketMQ's
+broker answers).
 """
 
 from __future__ import annotations
