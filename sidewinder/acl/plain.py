@@ -3,6 +3,7 @@
     files = PlainAclFiles(Path(rocketmq_home))
     snapshot = files.load()                # accounts, global white list, each file's version
     files.update_account(config, snapshot) # updateAclConfig: written back atomically
+    all_acl_config(snapshot.files)         # every account as the files hold it (code 54)
 
 The files live under the RocketMQ home (broker.conf's `rocketmqHome`, else $ROCKETMQ_HOME): the
 default file is `conf/plain_acl.yml` (RocketMQ's `-Drocketmq.acl.plain.file`, here
@@ -55,12 +56,11 @@ class PlainAccessConfig:
     @classmethod
     def from_yaml(cls, entry: Mapping[str, Any]) -> PlainAccessConfig:
         def text(key: str) -> str | None:
-            value = entry.get(key)
-            return None if value is None else str(value)
+            return _java_text(entry.get(key))
 
         def texts(key: str) -> list[str] | None:
             value = entry.get(key)
-            return None if value is None else [str(v) for v in value]
+            return None if value is None else [str(_java_text(v)) for v in value]
 
         admin = entry.get("admin")
         return cls(
@@ -73,6 +73,20 @@ class PlainAccessConfig:
             topic_perms=texts("topicPerms"),
             group_perms=texts("groupPerms"),
         )
+
+    def to_json(self) -> dict[str, Any]:
+        """As fastjson writes a PlainAccessConfig: null fields left out, `admin` always."""
+        fields = {
+            "accessKey": self.access_key,
+            "secretKey": self.secret_key,
+            "whiteRemoteAddress": self.white_remote_address,
+            "admin": self.admin,
+            "defaultTopicPerm": self.default_topic_perm,
+            "defaultGroupPerm": self.default_group_perm,
+            "topicPerms": self.topic_perms,
+            "groupPerms": self.group_perms,
+        }
+        return {k: v for k, v in fields.items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -128,6 +142,15 @@ def build_account(config: PlainAccessConfig) -> Account:
 
 def _java(value: object) -> str:
     return "null" if value is None else str(value)
+
+
+def _java_text(value: object) -> str | None:
+    """A YAML scalar as fastjson casts it to a String: booleans in lower case."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -280,6 +303,26 @@ class PlainAclFiles:
         data["globalWhiteRemoteAddresses"] = list(addresses)
         self._write(path, data)
         return True
+
+
+def all_acl_config(files: list[Path]) -> dict[str, Any]:
+    """PlainPermissionManager.getAllAclConfig (GET_BROKER_CLUSTER_ACL_CONFIG): the files
+    the last load found, read again from disk; every file's global white addresses, in
+    file order, and each access key's first account as written (secret key included)."""
+    white: list[str | None] = []
+    accounts: list[dict[str, Any]] = []
+    seen: set[str | None] = set()
+    for path in files:
+        data = _read(path)
+        if not data:
+            continue
+        white.extend(_java_text(a) for a in data.get("globalWhiteRemoteAddresses") or [])
+        for entry in data.get("accounts") or []:
+            config = PlainAccessConfig.from_yaml(entry)
+            if config.access_key not in seen:
+                seen.add(config.access_key)
+                accounts.append(config.to_json())
+    return {"globalWhiteAddrs": white, "plainAccessConfigs": accounts}
 
 
 def _account_entry(existing: dict[str, Any] | None, config: PlainAccessConfig) -> dict[str, Any]:

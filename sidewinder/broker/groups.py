@@ -70,24 +70,31 @@ class SubscriptionGroup:
 
     @classmethod
     def from_json(cls, value: dict[str, Any]) -> SubscriptionGroup:
+        # A null field keeps its default, as fastjson leaves a Java field it reads null for.
         def flag(key: str, default: bool) -> bool:
-            raw = value.get(key, default)
+            raw = value.get(key)
+            if raw is None:
+                return default
             return raw if isinstance(raw, bool) else str(raw).lower() == "true"
+
+        def number(key: str, default: int) -> int:
+            raw = value.get(key)
+            return default if raw is None else int(raw)
 
         return cls(
             str(value["groupName"]),
             flag("consumeEnable", True),
             flag("consumeFromMinEnable", True),
             flag("consumeBroadcastEnable", True),
-            int(value.get("retryQueueNums", 1)),
-            int(value.get("retryMaxTimes", 16)),
-            int(value.get("brokerId", 0)),
-            int(value.get("whichBrokerWhenConsumeSlowly", 1)),
+            number("retryQueueNums", 1),
+            number("retryMaxTimes", 16),
+            number("brokerId", 0),
+            number("whichBrokerWhenConsumeSlowly", 1),
             flag("notifyConsumerIdsChangedEnable", True),
             flag("consumeMessageOrderly", False),
             retry_policy_from_json(value.get("groupRetryPolicy")),
-            int(value.get("groupSysFlag", 0)),
-            int(value.get("consumeTimeoutMinute", 15)),
+            number("groupSysFlag", 0),
+            number("consumeTimeoutMinute", 15),
             _attributes(value.get("attributes")),
         )
 

@@ -107,6 +107,7 @@ def admin_codes(admin: AdminHandlers) -> dict[int, Handler]:
         R.DELETE_ACL_CONFIG: acl.delete_access_config,
         R.GET_BROKER_CLUSTER_ACL_INFO: acl.acl_config_version,
         R.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: acl.update_global_white_addrs,
+        R.GET_BROKER_CLUSTER_ACL_CONFIG: acl.cluster_acl_config,
         R.GET_ALL_CONSUMER_OFFSET: admin.replication.all_consumer_offsets,
         R.GET_ALL_DELAY_OFFSET: admin.replication.all_delay_offsets,
         R.GET_ALL_MESSAGE_REQUEST_MODE: admin.assignment.all_modes,

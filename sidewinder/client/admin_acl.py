@@ -1,15 +1,20 @@
 """Admin calls of ACL 1.0, beside admin.py: an account created, changed or deleted in a broker's
-ACL files, the global white list replaced, and each file's version (request codes 50-53).
+ACL files, the global white list replaced, each file's version, and every account with the global
+white list (request codes 50-54).
 
     admin = Admin("127.0.0.1:9876", access_key="AclAdmin1", secret_key="AdminSecret1")
     await update_access_config(admin, "127.0.0.1:10911", AccessConfig("app1", "secret12"))
     info = await acl_version_info(admin, "127.0.0.1:10911")
     for path, version in info.files.items():
         print(path, version.counter)
+    config = await broker_acl_config(admin, "127.0.0.1:10911")   # RocketMQ 4.9.7 and ours
+    print(config.global_white_addrs, [a.access_key for a in config.accounts])
 
 The requests carry the fields RocketMQ's MQClientAPIImpl puts in them, and are signed with the
-admin's keys: a broker with aclEnable=true takes them from admin accounts only. A refusal is a
-ClientError with the broker's code (209, 210, 211 without ACL, as RocketMQ's broker answers).
+admin's keys. A broker with aclEnable=true takes them from any account that passes its check:
+RocketMQ 4.9's admin-only codes are topic and group changes and UPDATE_BROKER_CONFIG, not these.
+A refusal is a ClientError with the broker's code (209, 210, 211 without ACL, as RocketMQ's
+broker answers).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 
 from sidewinder.client.admin import Admin
 from sidewinder.client.route_cache import MASTER_ID, check_reply
+from sidewinder.protocol import body
 from sidewinder.protocol.codes import RequestCode
 from sidewinder.protocol.command import RemotingCommand
 
@@ -53,6 +59,38 @@ class AccessConfig:
             "groupPerms": None if self.group_perms is None else ",".join(self.group_perms),
         }
         return {k: v for k, v in fields.items() if v is not None}
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> AccessConfig:
+        """A PlainAccessConfig as GET_BROKER_CLUSTER_ACL_CONFIG's body gives it."""
+
+        def texts(key: str) -> tuple[str, ...] | None:
+            items = value.get(key)
+            return None if items is None else tuple(str(i) for i in items)
+
+        return cls(
+            access_key=str(value.get("accessKey") or ""),
+            secret_key=value.get("secretKey"),
+            white_remote_address=value.get("whiteRemoteAddress"),
+            admin=bool(value.get("admin", False)),
+            default_topic_perm=value.get("defaultTopicPerm"),
+            default_group_perm=value.get("defaultGroupPerm"),
+            topic_perms=texts("topicPerms"),
+            group_perms=texts("groupPerms"),
+        )
+
+
+@dataclass(frozen=True)
+class BrokerAclConfig:
+    """GET_BROKER_CLUSTER_ACL_CONFIG's answer: the global white addresses of all the broker's
+    ACL files, and each account (the first file's, where two define one access key) with its
+    secret key."""
+
+    global_white_addrs: tuple[str, ...]
+    accounts: tuple[AccessConfig, ...]
+
+    def account(self, access_key: str) -> AccessConfig | None:
+        return next((a for a in self.accounts if a.access_key == access_key), None)
 
 
 @dataclass(frozen=True)
@@ -116,6 +154,18 @@ async def acl_version_info(admin: Admin, broker_addr: str) -> AclVersionInfo:
         broker_addr=ext.get("brokerAddr", ""),
         version=DataVersion.of(json.loads(ext.get("version") or "{}")),
         files={str(path): DataVersion.of(v) for path, v in files.items()},
+    )
+
+
+async def broker_acl_config(admin: Admin, broker_addr: str) -> BrokerAclConfig:
+    """GET_BROKER_CLUSTER_ACL_CONFIG, as RocketMQ 4.9.7's examineBrokerClusterAclConfig. A
+    4.9.7 broker without ACL never answers (a timeout); ours refuses at once (SYSTEM_ERROR);
+    RocketMQ 4.9.8 and 5.x answer REQUEST_CODE_NOT_SUPPORTED."""
+    reply = await _ask(admin, broker_addr, RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG, None)
+    data = body.loads(reply.body_bytes) if reply.body_bytes else {}
+    return BrokerAclConfig(
+        global_white_addrs=tuple(str(a) for a in data.get("globalWhiteAddrs") or []),
+        accounts=tuple(AccessConfig.from_json(a) for a in data.get("plainAccessConfigs") or []),
     )
 
 

@@ -3,6 +3,7 @@
     mqconsole -n 127.0.0.1:9876 [--port 8080] [--bind 127.0.0.1]
 
 It talks to the name servers and brokers over remoting through `sidewinder.client.admin.Admin`,
-as RocketMQ Dashboard does: overview, topics, consumer groups, messages, dead letters. Every page
-has a JSON twin under /api/. The broker never imports this package (nor its web stack).
+as RocketMQ Dashboard does: overview, topics, consumer groups, messages, dead letters, ACL.
+Every page has a JSON twin under /api/. The broker never imports this package (nor its web
+stack).
 """

@@ -132,6 +132,18 @@ def master_addrs(info: dict[str, Any]) -> dict[str, str]:
     return found
 
 
+def registered_brokers(info: dict[str, Any]) -> list[BrokerRow]:
+    """Every broker of GET_BROKER_CLUSTER_INFO, masters and slaves, by cluster, name and id."""
+    rows: list[BrokerRow] = []
+    for cluster, names in sorted((info.get("clusterAddrTable") or {}).items()):
+        for name in sorted(names):
+            broker = (info.get("brokerAddrTable") or {}).get(name)
+            for broker_id, addr in sorted((broker or {}).get("brokerAddrs", {}).items()):
+                role = "MASTER" if broker_id == MASTER_ID else "SLAVE"
+                rows.append(BrokerRow(cluster, name, broker_id, addr, role))
+    return rows
+
+
 class ClusterView:
     def __init__(self, admin: Admin, namesrv: str = "") -> None:
         self.admin = admin
@@ -156,13 +168,7 @@ class ClusterView:
         except NameServerDown as exc:
             overview.error = str(exc)
             return overview
-        rows: list[BrokerRow] = []
-        for cluster, names in sorted((info.get("clusterAddrTable") or {}).items()):
-            for name in sorted(names):
-                broker = (info.get("brokerAddrTable") or {}).get(name)
-                for broker_id, addr in sorted((broker or {}).get("brokerAddrs", {}).items()):
-                    role = "MASTER" if broker_id == MASTER_ID else "SLAVE"
-                    rows.append(BrokerRow(cluster, name, broker_id, addr, role))
+        rows = registered_brokers(info)
         runtimes = await fan_out({row.addr: self.admin.broker_runtime(row.addr) for row in rows})
         for row in rows:
             outcome = runtimes[row.addr]

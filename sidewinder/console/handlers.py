@@ -19,6 +19,7 @@ from sidewinder.client.admin_groups import message_tracks
 from sidewinder.client.producer import Message
 from sidewinder.client.pulling import ReceivedMessage
 from sidewinder.client.route_cache import ClientError
+from sidewinder.console.acl import PERMS, AccountForm, split_list
 from sidewinder.console.calls import guarded
 from sidewinder.console.cluster import TOPIC_KINDS
 from sidewinder.console.groups import GROUP_SORTS
@@ -277,3 +278,54 @@ async def resend(request: Request) -> dict[str, Any]:
         raise LookupError(f"no message {msg_id}")
     sent = await view.resend(found[0])
     return {"sent": sent, "notice": f"{msg_id} sent again to {sent['topic']}", "redirect": back}
+
+
+async def acl(request: Request) -> dict[str, Any]:
+    """Per broker: ACL on or off, its global white list and its accounts (secrets masked)."""
+    rows = await console_of(request).acl.brokers()
+    return {
+        "brokers": [asdict(r) for r in rows],
+        "acl_brokers": [r.addr for r in rows if r.acl_enabled],
+        "perms": list(PERMS),
+    }
+
+
+def _brokers_said(addrs: list[str]) -> str:
+    return addrs[0] if len(addrs) == 1 else f"{len(addrs)} brokers"
+
+
+async def save_account(request: Request) -> dict[str, Any]:
+    fields = request.state.fields
+    form = AccountForm.of(fields)
+    brokers = await console_of(request).acl.save_account(form, fields.get("broker", ""))
+    return {
+        "access_key": form.access_key,
+        "brokers": brokers,
+        "notice": f"account {form.access_key} saved on {_brokers_said(brokers)}",
+        "redirect": "/acl",
+    }
+
+
+async def delete_account(request: Request) -> dict[str, Any]:
+    access_key = field(request, "access_key")
+    broker = request.state.fields.get("broker", "")
+    brokers = await console_of(request).acl.delete_account(access_key, broker)
+    return {
+        "access_key": access_key,
+        "brokers": brokers,
+        "notice": f"account {access_key} deleted on {_brokers_said(brokers)}",
+        "redirect": "/acl",
+    }
+
+
+async def update_white_list(request: Request) -> dict[str, Any]:
+    fields = request.state.fields
+    addresses = split_list(fields.get("addresses", ""))
+    brokers = await console_of(request).acl.update_white_list(addresses, fields.get("broker", ""))
+    listed = ", ".join(addresses) or "none"
+    return {
+        "addresses": list(addresses),
+        "brokers": brokers,
+        "notice": f"global white list of {_brokers_said(brokers)}: {listed}",
+        "redirect": "/acl",
+    }

@@ -27,6 +27,7 @@ from sidewinder.client.admin import Admin
 from sidewinder.client.producer import Producer
 from sidewinder.client.route_cache import ClientError
 from sidewinder.console.accounts import Account, Sessions
+from sidewinder.console.acl import AclView
 from sidewinder.console.calls import describe_error
 from sidewinder.console.cluster import ClusterView, NameServerDown
 from sidewinder.console.groups import GroupView
@@ -44,7 +45,8 @@ Handler = Callable[[Request], Awaitable[dict[str, Any]]]
 
 
 class Console:
-    """What the handlers share: one Admin, one producer (for resends), the views."""
+    """What the handlers share: one Admin (signing with the console's ACL account, if
+    given), one producer (for resends), the views."""
 
     def __init__(
         self,
@@ -61,6 +63,7 @@ class Console:
         self.cluster = ClusterView(self.admin, namesrv)
         self.groups = GroupView(self.admin, self.cluster)
         self.messages = MessageView(self.admin, self.producer)
+        self.acl = AclView(self.admin, self.cluster)
         self.sampler = Sampler(self.cluster, self.groups, sample_interval_s)
         self.sampling: asyncio.Task[None] | None = None
 

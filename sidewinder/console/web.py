@@ -34,6 +34,7 @@ def routes() -> list[Route | Mount]:
         ("/messages", "messages", "messages.html", h.messages),
         ("/message", "message", "message.html", h.message),
         ("/dlq", "dlq", "dlq.html", h.dlq),
+        ("/acl", "acl", "acl.html", h.acl),
     ]
     actions = [
         ("/topics/save", h.save_topic),
@@ -42,6 +43,9 @@ def routes() -> list[Route | Mount]:
         ("/group/reset", h.reset_offset),
         ("/group/delete", h.delete_group),
         ("/dlq/resend", h.resend),
+        ("/acl/save", h.save_account),
+        ("/acl/delete", h.delete_account),
+        ("/acl/white", h.update_white_list),
     ]
     table: list[Route | Mount] = []
     for path, name, template, handler in pages:

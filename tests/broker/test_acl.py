@@ -18,6 +18,13 @@ from sidewinder.acl.errors import AclConfigError, AclDenied
 from sidewinder.acl.plain import PlainAccessConfig, PlainAclFiles
 from sidewinder.acl.resources import java_hash_map_order
 from sidewinder.acl.validator import AclValidator
+from sidewinder.client.admin import Admin
+from sidewinder.client.admin_acl import (
+    AccessConfig,
+    BrokerAclConfig,
+    broker_acl_config,
+    update_access_config,
+)
 from sidewinder.client.producer import Producer
 from sidewinder.protocol.acl import Credentials, compute_signature, sign_request
 from sidewinder.protocol.codes import RequestCode, ResponseCode
@@ -234,3 +241,65 @@ def test_spark_and_mqadmin_take_keys(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("ROCKETMQ_HOME", str(tmp_path))
     assert tool_credentials(None, None) == Credentials("toolsKey1", "toolsSecret")
     assert tool_credentials("cliKey12", "cliSecret") == Credentials("cliKey12", "cliSecret")
+
+
+# conf/acl/ files come before plain_acl.yml; an access key's first account counts.
+EXTRA_ACL = {
+    "globalWhiteRemoteAddresses": ["172.16.*.*"],
+    "accounts": [
+        {"accessKey": "ExtraUser1", "secretKey": "ExtraSecret1", "admin": "true"},
+        {"accessKey": "RocketMQ", "secretKey": "shadowed99", "topicPerms": []},
+    ],
+}
+
+
+def test_cluster_acl_config_as_rocketmq(tmp_path: Path) -> None:
+    """GET_BROKER_CLUSTER_ACL_CONFIG: every file's white addresses and first accounts, secret
+    keys included, to any account that passes the check (as RocketMQ 4.9.7's); the files are
+    read again, so a change made through code 50 shows at once."""
+    home = _home(tmp_path / "home")
+    (home / "conf" / "acl").mkdir()
+    (home / "conf" / "acl" / "extra.yml").write_text(yaml.safe_dump(EXTRA_ACL, sort_keys=False))
+    conf = {"aclEnable": "true", "rocketmqHome": str(home)}
+    with InProcessBroker(tmp_path, conf) as broker:
+        reply = broker.invoke(
+            _signed(RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG, {}, "rocketmq2", "12345678")
+        )
+        assert (reply.code, reply.remark, reply.ext_fields or {}) == (
+            ResponseCode.SUCCESS,
+            None,
+            {},
+        )
+        assert reply.body_bytes == (
+            b'{"globalWhiteAddrs":["172.16.*.*","10.10.103.*"],"plainAccessConfigs":['
+            b'{"accessKey":"ExtraUser1","admin":true,"secretKey":"ExtraSecret1"},'
+            b'{"accessKey":"RocketMQ","admin":false,"secretKey":"shadowed99","topicPerms":[]},'
+            b'{"accessKey":"rocketmq2","admin":true,"secretKey":"12345678"}]}'
+        )
+        as_user = broker.invoke(
+            _signed(RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG, {}, "ExtraUser1", "ExtraSecret1")
+        )
+        assert as_user.body_bytes == reply.body_bytes
+        unsigned = broker.invoke(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG))
+        assert "No accessKey is configured" in (unsigned.remark or "")
+
+        async def through_our_client() -> BrokerAclConfig:
+            admin = Admin("127.0.0.1:1", access_key="rocketmq2", secret_key="12345678")
+            try:
+                new = AccessConfig("NewUser1", "NewSecret1", topic_perms=("T1=PUB", "T2=SUB"))
+                await update_access_config(admin, broker.addr, new)
+                return await broker_acl_config(admin, broker.addr)
+            finally:
+                await admin.close()
+
+        config = broker.call(through_our_client())
+    assert config.global_white_addrs == ("172.16.*.*", "10.10.103.*")
+    assert [a.access_key for a in config.accounts] == [
+        "ExtraUser1",
+        "RocketMQ",
+        "rocketmq2",
+        "NewUser1",
+    ]
+    assert config.account("NewUser1") == AccessConfig(
+        "NewUser1", "NewSecret1", topic_perms=("T1=PUB", "T2=SUB")
+    )

@@ -106,6 +106,11 @@ def test_a_group_writes_rocketmq5_fields_only_once_one_is_set() -> None:
     assert SubscriptionGroup.from_json(value) == orderly
 
 
+def test_a_group_field_sent_as_null_keeps_its_default() -> None:
+    nulls = {"retryQueueNums": None, "consumeEnable": None, "consumeTimeoutMinute": None}
+    assert SubscriptionGroup.from_json({"groupName": "G", **nulls}) == SubscriptionGroup("G")
+
+
 def test_retry_policies_normalize_and_give_rocketmqs_delays() -> None:
     exponential = retry_policy_from_json(
         {"type": "EXPONENTIAL", "exponentialRetryPolicy": {"initial": 1000}}

@@ -144,6 +144,7 @@ async def _topic(broker: InProcessBroker, name: str) -> TopicConfig | None:
             "[10.10.*.*]",
         ),
         (RequestCode.GET_BROKER_CLUSTER_ACL_INFO, {}, ResponseCode.SYSTEM_ERROR, "version"),
+        (RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG, {}, ResponseCode.SYSTEM_ERROR, "ACL config"),
     ],
 )
 def test_acl_codes_fail_as_on_a_broker_without_acl(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -61,20 +61,27 @@ def rocketmq_home(workdir: Path) -> Path:
     return workdir / "rocketmq-home"
 
 
+def acl_cluster(kind: str, workdir: Path, files: Mapping[str, object]) -> Iterator[ClusterTarget]:
+    """A started target with aclEnable=true and these ACL files (paths under its RocketMQ
+    home, e.g. conf/plain_acl.yml), killed after: nothing reads its store afterwards."""
+    home = rocketmq_home(workdir)
+    for name, data in files.items():
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text(yaml.safe_dump(data, sort_keys=False))
+    target = create_target(kind, workdir, {"aclEnable": "true", "rocketmqHome": str(home)})
+    target.start()
+    try:
+        yield target
+    finally:
+        target.kill()
+
+
 @pytest.fixture(scope="module")
 def acl_target(
     target_kind: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ClusterTarget]:
     workdir = tmp_path_factory.mktemp(f"{target_kind}-acl")
-    home = rocketmq_home(workdir)
-    (home / "conf").mkdir(parents=True, exist_ok=True)
-    (home / "conf" / "plain_acl.yml").write_text(yaml.safe_dump(PLAIN_ACL, sort_keys=False))
-    target = create_target(target_kind, workdir, {"aclEnable": "true", "rocketmqHome": str(home)})
-    target.start()
-    try:
-        yield target
-    finally:
-        target.kill()  # nothing reads its store afterwards
+    yield from acl_cluster(target_kind, workdir, {"conf/plain_acl.yml": PLAIN_ACL})
 
 
 def _send(topic: str, group: str = "aclProducers") -> RemotingCommand:

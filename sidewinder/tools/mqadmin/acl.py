@@ -8,10 +8,11 @@ deleteAclConfig, clusterAclConfigVersion, updateGlobalWhiteAddr.
 
 Each goes to one broker (-b) or to every broker of a cluster (-c: masters and slaves, as
 RocketMQ's tool does; clusterAclConfigVersion asks the masters only), signed with the tool's
-keys (--access-key/--secret-key, else conf/tools.yml): a broker with ACL on takes them from an
-admin account only. As RocketMQ's tool, updateAclConfig ends with the PlainAccessConfig it sent
-in Java's default `Class@hash` form and deleteAclConfig with the account's key, neither followed
-by a newline; an unknown cluster prints RocketMQ's `[error]` line and changes nothing.
+keys (--access-key/--secret-key, else conf/tools.yml): a broker with ACL on takes them from any
+account that passes its check, admin or not, as RocketMQ 4.9's does. As RocketMQ's tool,
+updateAclConfig ends with the PlainAccessConfig it sent in Java's default `Class@hash` form and
+deleteAclConfig with the account's key, neither followed by a newline; an unknown cluster prints
+RocketMQ's `[error]` line and changes nothing.
 """
 
 from __future__ import annotations
