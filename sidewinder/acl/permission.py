@@ -19,7 +19,7 @@ from sidewinder.protocol.acl import SUB as SUB
 from sidewinder.protocol.codes import RequestCode
 
 # Permission.ADMIN_CODE: only an admin account may send these.
-ADMIN_CODES = frozenset(
+ROCKETMQ_ADMIN_CODES = frozenset(
     {
         RequestCode.UPDATE_AND_CREATE_TOPIC,
         RequestCode.UPDATE_BROKER_CONFIG,
@@ -28,6 +28,18 @@ ADMIN_CODES = frozenset(
         RequestCode.DELETE_SUBSCRIPTIONGROUP,
     }
 )
+# A departure from RocketMQ 4.9: there any account that passes the check may change the ACL
+# files (create an admin account for itself) and read every secret key. Here only admin
+# accounts may; the tools that send these codes are run with an admin account anyway.
+ACL_ADMIN_CODES = frozenset(
+    {
+        RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
+        RequestCode.DELETE_ACL_CONFIG,
+        RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+        RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG,
+    }
+)
+ADMIN_CODES = ROCKETMQ_ADMIN_CODES | ACL_ADMIN_CODES
 
 _NAMES = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "DENY": DENY}
 

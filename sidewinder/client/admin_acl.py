@@ -11,8 +11,8 @@ white list (request codes 50-54).
     print(config.global_white_addrs, [a.access_key for a in config.accounts])
 
 The requests carry the fields RocketMQ's MQClientAPIImpl puts in them, and are signed with the
-admin's keys. A broker with aclEnable=true takes them from any account that passes its check:
-RocketMQ 4.9's admin-only codes are topic and group changes and UPDATE_BROKER_CONFIG, not these.
+admin's keys. Our broker takes 50, 51, 53 and 54 from admin accounts only; RocketMQ 4.9's
+takes them from any account that passes its check.
 A refusal is a ClientError with the broker's code (209, 210, 211 without ACL, as RocketMQ's
 broker answers).
 """

@@ -136,6 +136,13 @@ def test_the_check_in_rocketmqs_order(tmp_path: Path) -> None:
         "127.0.0.1",
         _signed(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "T"}, "rocketmq2", "12345678"),
     )
+    # Ours only: the ACL's own codes need an admin too (RocketMQ 4.9 takes any account).
+    for code in (50, 51, 53, 54):
+        assert _denied(acl, _signed(code, {}, "RocketMQ", "12345678")) == (
+            f"Need admin permission for request code={code}, but accessKey=RocketMQ is not"
+        )
+        acl.validate("127.0.0.1", _signed(code, {}, "rocketmq2", "12345678"))
+    acl.validate("127.0.0.1", _signed(52, {}, "RocketMQ", "12345678"))  # versions only
     body = (
         b'{"consumerDataSet":[{"groupName":"groupB","subscriptionDataSet":[{"topic":"topicZ"}]}]}'
     )
@@ -255,7 +262,7 @@ EXTRA_ACL = {
 
 def test_cluster_acl_config_as_rocketmq(tmp_path: Path) -> None:
     """GET_BROKER_CLUSTER_ACL_CONFIG: every file's white addresses and first accounts, secret
-    keys included, to any account that passes the check (as RocketMQ 4.9.7's); the files are
+    keys included, to an admin account (RocketMQ 4.9.7 answers any account); the files are
     read again, so a change made through code 50 shows at once."""
     home = _home(tmp_path / "home")
     (home / "conf" / "acl").mkdir()

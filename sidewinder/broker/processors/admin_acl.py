@@ -9,8 +9,9 @@ created or changed in the file that holds it (else the default plain_acl.yml), d
 file's global white list replaced, each file written whole and atomically with its dataVersion
 bumped, and the broker's check following at once; 52 reports each file's version. Failures carry
 their own codes (209, 210, 211) and RocketMQ's remarks. 54 answers every account and global white
-address as RocketMQ 4.9.7 does: the files read again, secret keys included, to any account that
-passes the check (it is no admin-only code; RocketMQ 4.9.8 dropped the code altogether).
+address as RocketMQ 4.9.7 does: the files read again, secret keys included (RocketMQ 4.9.8
+dropped the code altogether). The check lets only admin accounts send 50, 51, 53 and 54
+(sidewinder.acl.permission.ACL_ADMIN_CODES), where RocketMQ 4.9 lets any account.
 
 Without ACL, RocketMQ 4.9 answers 50, 51 and 53 with those codes too, its remark the
 NullPointerException of the validator it lacks; ours names the reason instead. It does not answer
