@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+from sidewinder.client.keys import configured_credentials
 from sidewinder.console.accounts import ROLES, hash_password, read_users
 
 DEFAULT_PORT = 8080
@@ -43,6 +44,12 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--access-key", help="ACL 1.0 account the console signs requests with")
     parser.add_argument("--secret-key")
     parser.add_argument(
+        "--acl-file",
+        type=Path,
+        help="a YAML file with accessKey and secretKey to sign with (keeps the secret out of "
+        "the process list); without keys, $ROCKETMQ_HOME/conf/tools.yml when it exists",
+    )
+    parser.add_argument(
         "--sample-interval",
         type=float,
         default=10.0,
@@ -64,13 +71,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         users = read_users(args.users) if args.users else None
+        keys = configured_credentials(args.access_key, args.secret_key, args.acl_file)
     except (OSError, ValueError) as exc:
         print(f"mqconsole: {exc}", file=sys.stderr)
         return 2
     app = create_app(
         args.namesrv,
-        access_key=args.access_key,
-        secret_key=args.secret_key,
+        access_key=keys.access_key if keys else None,
+        secret_key=keys.secret_key if keys else None,
         sample_interval_s=args.sample_interval,
         users=users,
     )

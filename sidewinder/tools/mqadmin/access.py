@@ -7,28 +7,17 @@ them.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-import yaml
-
-from sidewinder.protocol.acl import Credentials, credentials
+from sidewinder.client.keys import configured_credentials
+from sidewinder.protocol.acl import Credentials
 from sidewinder.remoting.tls import TlsConfig, TlsError, TlsOption
 
 
 def tool_credentials(access_key: str | None, secret_key: str | None) -> Credentials | None:
     """The keys every request is signed with: the options, else RocketMQ's mqadmin's
     `$ROCKETMQ_HOME/conf/tools.yml` (accessKey, secretKey), else none."""
-    given = credentials(access_key, secret_key)
-    if given is not None:
-        return given
-    home = os.environ.get("ROCKETMQ_HOME")
-    tools = Path(home) / "conf" / "tools.yml" if home else None
-    if tools is None or not tools.is_file():
-        return None
-    data = yaml.safe_load(tools.read_text()) or {}
-    ak, sk = data.get("accessKey"), data.get("secretKey")
-    return credentials(str(ak), str(sk)) if ak and sk else None
+    return configured_credentials(access_key, secret_key)
 
 
 def tool_tls(enabled: bool, config_file: str | None) -> TlsOption:
