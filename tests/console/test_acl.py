@@ -18,9 +18,9 @@ from sidewinder.client.admin import Admin
 from sidewinder.client.admin_acl import BrokerAclConfig, broker_acl_config
 from tests.console.browsing import fill, has, open_page, submit, submit_form, text_of
 from tests.console.conftest import ApiClient, ConsoleProcess
-from tests.console.test_login import basic, user_line
+from tests.console.logins import basic, user_line
 from tests.helpers import unique
-from tests.interop.test_acl import acl_cluster
+from tests.interop.acl_targets import acl_cluster
 
 pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("console")]
 

@@ -3,7 +3,6 @@ change, a script authenticates with HTTP Basic, a browser through the login form
 
 from __future__ import annotations
 
-import base64
 import subprocess
 import sys
 import urllib.error
@@ -16,21 +15,10 @@ import pytest
 from interop.target import ClusterTarget
 from tests.console.browsing import fill, open_page, submit, text_of
 from tests.console.conftest import ApiClient, ConsoleProcess
+from tests.console.logins import basic, user_line
 from tests.helpers import unique
 
 pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("console")]
-
-
-def user_line(name: str, role: str, password: str) -> str:
-    """A users-file line as `mqconsole --hash-password` prints it."""
-    answer = subprocess.run(
-        [sys.executable, "-m", "sidewinder.console", "--hash-password", name, role],
-        input=password + "\n",
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return answer.stdout.strip()
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +33,6 @@ def guarded_console(
         yield process.wait_ready()
     finally:
         process.stop()
-
-
-def basic(name: str, password: str) -> dict[str, str]:
-    return {"Authorization": "Basic " + base64.b64encode(f"{name}:{password}".encode()).decode()}
 
 
 def test_nothing_without_logging_in(guarded_console: ConsoleProcess) -> None:

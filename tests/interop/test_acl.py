@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,13 +22,14 @@ import yaml
 
 from interop.drivers import consume_messages, produce_messages, run_driver
 from interop.mqadmin import mqadmin
-from interop.target import ClusterTarget, create_target
+from interop.target import ClusterTarget
 from sidewinder.protocol import body
 from sidewinder.protocol.acl import sign_request
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import SyncRemotingClient
 from tests.helpers import pull_request, send_request
+from tests.interop.acl_targets import acl_cluster, rocketmq_home
 from tests.interop.our_mqadmin import ours_run
 
 USER, USER_SECRET = "RocketMQ", "12345678"
@@ -55,25 +56,6 @@ MANAGER = "org.apache.rocketmq.acl.plain.PlainPermissionManager"
 
 def _where(method: str, line: int) -> str:
     return f", {MANAGER}.{method}(PlainPermissionManager.java:{line})"
-
-
-def rocketmq_home(workdir: Path) -> Path:
-    return workdir / "rocketmq-home"
-
-
-def acl_cluster(kind: str, workdir: Path, files: Mapping[str, object]) -> Iterator[ClusterTarget]:
-    """A started target with aclEnable=true and these ACL files (paths under its RocketMQ
-    home, e.g. conf/plain_acl.yml), killed after: nothing reads its store afterwards."""
-    home = rocketmq_home(workdir)
-    for name, data in files.items():
-        (home / name).parent.mkdir(parents=True, exist_ok=True)
-        (home / name).write_text(yaml.safe_dump(data, sort_keys=False))
-    target = create_target(kind, workdir, {"aclEnable": "true", "rocketmqHome": str(home)})
-    target.start()
-    try:
-        yield target
-    finally:
-        target.kill()
 
 
 @pytest.fixture(scope="module")

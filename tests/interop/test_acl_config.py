@@ -27,7 +27,7 @@ from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.remoting.client import SyncRemotingClient
 from sidewinder.remoting.connection import RemotingTimeoutError
-from tests.interop.test_acl import acl_cluster
+from tests.interop.acl_targets import acl_cluster
 
 ADMIN, ADMIN_SECRET = "AclAdmin1", "AdminSecret1"
 USER, USER_SECRET = "RocketMQ", "12345678"
