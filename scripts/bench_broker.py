@@ -418,12 +418,16 @@ def pin(side: Side, cpus: str) -> None:
                         os.sched_setaffinity(int(task), allowed)
 
 
-def run_slice(side: Side, row: RowSpec, plan: Plan, pass_no: int, cpus: str = "") -> Slice:
+def run_slice(
+    side: Side, row: RowSpec, plan: Plan, pass_no: int, cpus: str = "", share: float = 1.0
+) -> Slice:
+    """One slice of `row` on `side`; a pull slice reads `share` of what is left to read (the
+    scaling table splits a pass's backlog between its CPU lists)."""
     meter = Meter(lambda: side.cpu_s(row.proxy))
     load = (
         _grpc_load(side, row, plan, meter)
         if row.grpc
-        else uvloop.run(_load(side, row, plan, meter))
+        else uvloop.run(_load(side, row, plan, meter, share))
     )
     latencies = array("q", sorted(load.latencies_ns))
     if row.kind == "produce":
@@ -454,7 +458,9 @@ def run_slice(side: Side, row: RowSpec, plan: Plan, pass_no: int, cpus: str = ""
     )
 
 
-def _load(side: Side, row: RowSpec, plan: Plan, meter: Meter) -> Coroutine[Any, Any, Load]:
+def _load(
+    side: Side, row: RowSpec, plan: Plan, meter: Meter, share: float = 1.0
+) -> Coroutine[Any, Any, Load]:
     from loadgen_redis import redis_produce, redis_read
 
     body = b"x" * row.body
@@ -473,8 +479,11 @@ def _load(side: Side, row: RowSpec, plan: Plan, meter: Meter) -> Coroutine[Any, 
         pops = pop_templates(row.topic, side.pop_group, side.broker_name)
         return pop(side.addr, pops, left, row.connections, row.window, **limits)
     limits["seconds"] = plan.pull_limit_s
-    targets = side.produced.get(row.topic, [0] * QUEUES)
     offsets = side.pulled.setdefault(row.topic, [0] * QUEUES)
+    produced = side.produced.get(row.topic, [0] * QUEUES)
+    targets = [
+        done + int((end - done) * share) for done, end in zip(offsets, produced, strict=True)
+    ]
     if side.kind == "redis":
         last_ids = side.last_ids.setdefault(row.topic, [b"0-0"] * QUEUES)
         return redis_read(side.addr, row.topic, last_ids, offsets, targets, **limits)
@@ -550,14 +559,17 @@ def run_broker_bench(plan: Plan, root: Path) -> Run:
                 turn = pass_no % len(running)
                 order = running[turn:] + running[:turn]
                 for row in rows:
-                    for cpus in plan.pins or ("",):
+                    pins = plan.pins or ("",)
+                    for n, cpus in enumerate(pins):
+                        share = 1 / (len(pins) - n)  # of the backlog a pull slice reads
                         for side in order:
                             if not row.runs_on(side.kind):
                                 continue
                             if plan.pins:
                                 pin(side, cpus)
-                            run.slices.append(run_slice(side, row, plan, pass_no, cpus))
-                            _log_slice(run.slices[-1])
+                            found = run_slice(side, row, plan, pass_no, cpus, share)
+                            run.slices.append(found)
+                            _log_slice(found)
             _count(run, running, flush)
     run.facts["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     return run
