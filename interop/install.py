@@ -477,7 +477,10 @@ def install_cds(cache: BenchCache) -> str:
     java = subprocess.run(
         [java_binary(), "-version"], capture_output=True, text=True, check=False
     ).stderr
-    digest = _digest([INTEROP_DIR / "jvm.py"], (cache.stamps / "java").read_text(), java)
+    java_stamp = cache.stamps / "java"
+    if not java_stamp.exists():
+        raise InstallError("cds trains on the Java driver: run the `maven` and `java` steps first")
+    digest = _digest([INTEROP_DIR / "jvm.py"], java_stamp.read_text(), java)
     archives = [cache.server_archive(role, process) for role, process in SERVER_ARCHIVES]
     if _fresh(cache, "cds", digest, archives[0]) and all(a.exists() for a in archives):
         return "up to date"
