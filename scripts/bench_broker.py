@@ -744,6 +744,18 @@ SHORT = {"sidewinder": "S", "rocketmq": "R", "rocketmq5": "R5", "redis": "Redis"
 PEERS = ("rocketmq", "rocketmq5")  # the brokers Sidewinder's ratios are taken against
 
 
+def _machine(run: Run) -> str:
+    facts = run.facts
+    return (
+        f"nproc {facts.get('nproc')}, load average {facts.get('loadavg_start')} at start, "
+        f"{facts.get('loadavg_end')} at end"
+    )
+
+
+def _table_head(intro: str, header: str) -> list[str]:
+    return [intro, "", header, "|" + "---|" * header.count(" | ") + "---|"]
+
+
 def render_scaling(run: Run) -> str:
     """What more CPUs buy each broker: msg/s, the cores it used and its CPU per message with
     the broker pinned to each CPU list of the plan, in the same run."""
@@ -756,16 +768,12 @@ def render_scaling(run: Run) -> str:
         + f" | {pins[-1]} / {pins[0]} msg/s | broker cores used ({' · '.join(pins)}) "
         + f"| broker CPU-s per 100k msgs ({' · '.join(pins)}) |"
     )
-    out = [
+    out = _table_head(
         f"Each broker pinned (all its threads, as `taskset -a`) to each CPU list in turn; the "
         f"load generator unpinned. {plan.rounds} rounds of {plan.slice_s:g} s slices per row, "
-        f"side and CPU list, alternating, after {plan.warm_passes} warm pass(es); nproc "
-        f"{run.facts.get('nproc')}, load average {run.facts.get('loadavg_start')} at start, "
-        f"{run.facts.get('loadavg_end')} at end",
-        "",
+        f"side and CPU list, alternating, after {plan.warm_passes} warm pass(es); " + _machine(run),
         header,
-        "|" + "---|" * header.count(" | ") + "---|",
-    ]
+    )
     for row in ROWS:
         if row not in plan.rows_of(row.flush):
             continue
@@ -813,14 +821,11 @@ def render(run: Run) -> str:
         + f"| broker CPU-s per 100k msgs ({trio}) | broker RSS MiB ({trio}) "
         + f"| generator cores ({trio}) |"
     )
-    out = [
+    out = _table_head(
         f"{plan.rounds} rounds of {plan.slice_s:g} s slices per row and side, alternating, after "
-        f"{plan.warm_passes} uncounted warm pass(es); nproc {run.facts.get('nproc')}, load "
-        f"average {run.facts.get('loadavg_start')} at start, {run.facts.get('loadavg_end')} at end",
-        "",
+        f"{plan.warm_passes} uncounted warm pass(es); " + _machine(run),
         header,
-        "|" + "---|" * header.count(" | ") + "---|",
-    ]
+    )
     for row in ROWS:
         if row not in plan.rows_of(row.flush):
             continue

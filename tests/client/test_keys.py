@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -46,17 +44,3 @@ def test_a_named_file_without_both_keys_is_an_error(tmp_path: Path, text: str, s
     assert says in str(refused.value)
     with pytest.raises(KeysFileError, match="No such file"):
         configured_credentials(None, None, tmp_path / "missing.yml")
-
-
-def test_mqconsole_names_a_bad_keys_file_and_exits_2(tmp_path: Path) -> None:
-    keys = tmp_path / "keys.yml"
-    keys.write_text("accessKey: onlyKey1\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "sidewinder.console", "--acl-file", str(keys)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 2
-    assert f"mqconsole: {keys}: accessKey and secretKey go together" in done.stderr

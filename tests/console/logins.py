@@ -21,3 +21,16 @@ def user_line(name: str, role: str, password: str) -> str:
 
 def basic(name: str, password: str) -> dict[str, str]:
     return {"Authorization": "Basic " + base64.b64encode(f"{name}:{password}".encode()).decode()}
+
+
+def refused_start(*options: str) -> str:
+    """What mqconsole says on stderr when it will not start with `options` (exit 2)."""
+    answer = subprocess.run(
+        [sys.executable, "-m", "sidewinder.console", *options],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert answer.returncode == 2, answer.stdout + answer.stderr
+    return answer.stderr

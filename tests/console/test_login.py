@@ -3,8 +3,6 @@ change, a script authenticates with HTTP Basic, a browser through the login form
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +13,7 @@ import pytest
 from interop.target import ClusterTarget
 from tests.console.browsing import fill, open_page, submit, text_of
 from tests.console.conftest import ApiClient, ConsoleProcess
-from tests.console.logins import basic, user_line
+from tests.console.logins import basic, refused_start, user_line
 from tests.helpers import unique
 
 pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("console")]
@@ -77,11 +75,11 @@ def test_a_browser_logs_in_and_out(guarded_console: ConsoleProcess, browser: Any
 def test_a_users_file_that_is_wrong_is_named(tmp_path: Path) -> None:
     users = tmp_path / "users.txt"
     users.write_text("carol:superuser:pbkdf2_sha256$1$AA==$AA==\n")
-    answer = subprocess.run(
-        [sys.executable, "-m", "sidewinder.console", "--users", str(users)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert answer.returncode == 2
-    assert f"{users}:1: expected name:role:hash" in answer.stderr
+    assert f"{users}:1: expected name:role:hash" in refused_start("--users", str(users))
+
+
+def test_a_keys_file_without_both_keys_is_named(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.yml"
+    keys.write_text("accessKey: onlyKey1\n")
+    said = refused_start("--acl-file", str(keys))
+    assert f"mqconsole: {keys}: accessKey and secretKey go together" in said
