@@ -13,6 +13,7 @@ mod hash;
 mod index;
 mod record;
 mod send_header;
+mod send_lane;
 mod syncer;
 
 #[pymodule]
@@ -24,10 +25,13 @@ mod _native {
     /// Bumped when a function's signature changes, so a stale build in the source tree is
     /// refused rather than called with the wrong arguments.
     #[pymodule_export]
-    const API_VERSION: u32 = 10;
+    const API_VERSION: u32 = 11;
 
     #[pymodule_export]
     use crate::syncer::Syncer;
+
+    #[pymodule_export]
+    use crate::send_lane::SendLane;
 
     /// Java's `String.hashCode()` of `text`: the 31-polynomial over its UTF-16 code units, as a
     /// signed int32 (reference: `sidewinder.protocol.message.java_string_hash_py`). Lone

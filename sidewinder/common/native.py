@@ -31,7 +31,7 @@ from types import MappingProxyType, ModuleType
 from typing import Any, Final, Literal, NamedTuple, TypeVar
 
 # The API_VERSION of native/src/lib.rs this Python code calls.
-API_VERSION = 10
+API_VERSION = 11
 ENV = "SIDEWINDER_NATIVE"
 Leg = Literal["native", "python"]
 T = TypeVar("T")
@@ -60,6 +60,7 @@ REFERENCES: Final[Mapping[str, Reference]] = MappingProxyType(
         "send_v2_fields": Reference(
             "sidewinder.broker.send.header:send_v2_fields_py", "send_v2_fields"
         ),
+        "SendLane": Reference("sidewinder.broker.send.lane:SendLanePy", "SendLane"),
     }
 )
 

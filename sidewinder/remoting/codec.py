@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import msgpack
@@ -358,6 +358,29 @@ class FrameDecoder:
             if self._start and self._start * 2 >= len(self._buffer):
                 del self._buffer[: self._start]
                 self._start = 0
+
+    def served(
+        self, lane: Callable[[bytearray, int, int], tuple[int, list[tuple[int, int]]]]
+    ) -> list[RawFrame]:
+        """Let `lane(buffer, start, max_frame)` serve whole frames from the buffer first: it
+        returns where it stopped and the spans of the whole frames before that it left, given
+        back here as RawFrames; the decoder goes on from where it stopped."""
+        if self._error is not None or len(self._buffer) - self._start < 8:
+            return []
+        position, spans = lane(self._buffer, self._start, self.max_frame)
+        frames = [self._frame_at(start, end) for start, end in spans]
+        self._start = position
+        return frames
+
+    def _frame_at(self, start: int, end: int) -> RawFrame:
+        """The whole, well-framed frame at [start, end) of the buffer, left by a lane."""
+        (marker,) = _I32.unpack_from(self._buffer, start + 4)
+        body_start = start + 8 + (marker & 0xFFFFFF)
+        view = memoryview(self._buffer)
+        header = bytes(view[start + 8 : body_start])
+        body = bytes(view[body_start:end]) if body_start < end else None
+        view.release()
+        return RawFrame(_SERIALIZE_TYPES[(marker >> 24) & 0xFF], header, body)
 
     def fail(self, error: FrameError) -> None:
         """A frame it gave out did not decode: the stream is broken from here on."""

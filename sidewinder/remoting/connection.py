@@ -82,11 +82,11 @@ class Connection(asyncio.Protocol):
         frames: list[RawFrame] = []
         bad: FrameError | None = None
         try:
+            if self.table is not None:
+                frames = self.table.take_buffer(self._ctx, self.decoder)
             frames.extend(self.decoder.frames())
         except FrameError as exc:
             bad = exc
-        if frames and self.table is not None:
-            frames = self.table.take_frames(self._ctx, frames, self._reply_for)
         requests: list[RemotingCommand] = []
         for frame in frames:
             try:

@@ -15,6 +15,7 @@ the remark (and its traceback in the log); an unknown code REQUEST_CODE_NOT_SUPP
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
@@ -26,7 +27,7 @@ from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.errors import SidewinderError
 from sidewinder.protocol.headers import HeaderError
-from sidewinder.remoting.codec import FrameError, RawFrame, decode_raw
+from sidewinder.remoting.codec import FrameDecoder, RawFrame
 
 if TYPE_CHECKING:
     from sidewinder.remoting.connection import Connection
@@ -75,10 +76,14 @@ class BatchProcessor(RequestProcessor, Protocol):
 
 
 class FrameLane(Protocol):
-    def take_frames(self, ctx: RequestContext, frames: list[RawFrame]) -> list[RawFrame]:
-        """Serve at once the request frames of one received chunk that it can read straight
-        from their encoded headers, skipping the generic decode (answering them itself);
-        return the others, which are decoded and dispatched as usual."""
+    def take_buffer(
+        self, ctx: RequestContext, buffer: bytearray, start: int, max_frame: int
+    ) -> tuple[int, list[tuple[int, int]]]:
+        """Serve at once the whole request frames of a connection's buffer, from `start`, that
+        it can read straight from their bytes (answering them itself, skipping the generic
+        decode). Returns where it stopped (the frame decoder goes on from there, and raises
+        for bad framing) and the (start, end) spans of the frames before that it left to be
+        decoded and dispatched as usual."""
         ...
 
 
@@ -284,30 +289,15 @@ class ProcessorTable:
         as the pool of `code` admits (not while that pool's requests queue)."""
         self._lane = (lane, self._pools[int(code)])
 
-    def take_frames(
-        self,
-        ctx: RequestContext,
-        frames: list[RawFrame],
-        reply_for: Callable[[RemotingCommand], Reply],
-    ) -> list[RawFrame]:
-        """The frames the frame lane does not serve (all of them when there is none)."""
+    def take_buffer(self, ctx: RequestContext, decoder: FrameDecoder) -> list[RawFrame]:
+        """Let the frame lane serve what it can of the decoder's whole frames; the frames it
+        left before where it stopped (none when there is no lane)."""
         if self._lane is None or self._guard is not None:
-            return frames
+            return []
         lane, pool = self._lane
         if pool.running >= pool.limits.concurrency or pool.queue:
-            return frames
-        try:
-            return lane.take_frames(ctx, frames)
-        except Exception as exc:
-            # Our bug. Never serve a request twice: each gets the error.
-            for frame in frames:
-                try:
-                    request = decode_raw(frame)
-                except FrameError:
-                    continue
-                if not request.is_response:
-                    reply_for(request)(error_reply(request, exc))
             return []
+        return decoder.served(functools.partial(lane.take_buffer, ctx))
 
     def register(self, processor: RequestProcessor, *codes: int, limits: Limits = Limits()) -> None:
         """Route `codes` to `processor`; the codes share one pool (one admission queue)."""

@@ -23,7 +23,7 @@ from sidewinder.store.acknowledge import (
     PutStatus,
     wants_wait,
 )
-from sidewinder.store.commit_log import AppendResult, AppendStatus, CommitLog
+from sidewinder.store.commit_log import AppendResult, AppendStatus, CommitLog, RecordWriter
 from sidewinder.store.disk_space import DiskSpace
 from sidewinder.store.dispatch_loop import DispatchLoop
 from sidewinder.store.flush_plans import StoreFlushes
@@ -86,6 +86,32 @@ class Appender:
             self._count_topics(stored, count, size)
         return appended
 
+    def append_encoded(self, write: RecordWriter) -> tuple[int, int, str]:
+        """MessageStore.append_encoded: CommitLog.put_encoded, then what `_write` does after
+        an append. Returns the first and end physical offsets written (-1 for none) and why
+        the writer was stopped ("" when it was not)."""
+        failure = self.write_failure()
+        if failure:
+            return -1, -1, failure
+        first, end, error = self._commit_log.put_encoded(write, self.clock())
+        remark = ""
+        if error is not None:
+            remark = self._disk.allocation_failed(error)
+        elif self._disk.allocation_remark:
+            self._disk.allocation_succeeded()
+        if end > first:
+            self._wrote()
+        return first, end, remark
+
+    def count_encoded(self, topics: Sequence[tuple[str, int, int]], elapsed_ms: float) -> None:
+        """Count what append_encoded stored: (topic, messages, bytes) per topic, one put each."""
+        count = size = 0
+        for topic, messages, length in topics:
+            self.stats.record_topic_put(topic, messages, length, messages)
+            count += messages
+            size += length
+        self.stats.record_put(count, size, elapsed_ms, puts=count)
+
     def _write(
         self, items: Sequence[MessageToStore | BatchToStore | MessageRun], stamp: int
     ) -> tuple[list[int], list[int], str]:
@@ -99,13 +125,17 @@ class Appender:
         elif self._disk.allocation_remark:
             self._disk.allocation_succeeded()  # space is back
         if phys:
-            if self.sync_flush:
-                self._group_commit.wake()  # WAIT=false puts too: flushed soon, not waited for
-            else:
-                self._wake_dispatch()
-            for listener in self.append_listeners:
-                listener()
+            self._wrote()
         return phys, offsets, remark
+
+    def _wrote(self) -> None:
+        """After an append: wake the flush (or the dispatch) and the listeners."""
+        if self.sync_flush:
+            self._group_commit.wake()  # WAIT=false puts too: flushed soon, not waited for
+        else:
+            self._wake_dispatch()
+        for listener in self.append_listeners:
+            listener()
 
     def _count_topics(
         self, stored: Sequence[MessageToStore | BatchToStore | MessageRun], count: int, size: int

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -70,6 +70,12 @@ class AppendResult:
 
 
 QueueKey = tuple[str, int]
+# CommitLog.put_encoded's writer: (buffer, at, room, phy, stamp, queue_offsets) ->
+# (bytes used, size of the record that did not fit or 0, [(queue key, offset before)]).
+RecordWriter = Callable[
+    [memoryview, int, int, int, int, dict[QueueKey, int]],
+    tuple[int, int, list[tuple[QueueKey, int]]],
+]
 _UNCOUNTED = (int(MessageSysFlag.TRANSACTION_PREPARED), int(MessageSysFlag.TRANSACTION_ROLLBACK))
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
@@ -299,6 +305,54 @@ class CommitLog:
         self._publish_or_forget(target, start, position, messages, phys, offsets, published)
         self._stamped(phys, stamp)
         return phys, offsets, error
+
+    def put_encoded(
+        self, write: RecordWriter, now_ms: int
+    ) -> tuple[int, int, DiskFullError | None]:
+        """Records a writer encodes straight into the staging window, in rounds:
+        `write(buffer, at, room, phy, stamp, queue_offsets)` writes whole records into
+        `buffer[at:at + room]` (`phy`: the physical offset of `buffer[at]`), takes their queue
+        offsets from `queue_offsets` and returns (bytes used, the size of the next record when
+        it did not fit or 0, the queue offsets it changed with their values before). Each round
+        is put into the file; a record that did not fit gets a new window (a new segment when
+        this one is full). Returns the first physical offset written, the end, and the error
+        when a new segment cannot be made (the writer is not called again)."""
+        first = end = -1
+        try:
+            target = self.files.writable_file()
+        except DiskFullError as exc:
+            return first, end, exc
+        error: DiskFullError | None = None
+        while True:
+            position = target.wrote_position
+            limit = target.size - END_FILE_MIN_BLANK_LENGTH
+            buffer, shift = self._stage(target, position)
+            room = min(limit, shift + len(buffer)) - position
+            base = target.file_from_offset + position
+            used, need, touched = write(
+                buffer, position - shift, room, base, now_ms, self.queue_offsets
+            )
+            try:
+                self._publish(target, position, position + used)
+            except BaseException:
+                for key, offset in touched:
+                    self.queue_offsets[key] = offset
+                raise
+            if used:
+                first = base if first < 0 else first
+                end = base + used
+                self.last_store_timestamp = now_ms
+            if not need:
+                break
+            if position + used + need > limit:
+                try:
+                    target = self._file_with_room(need)
+                except DiskFullError as exc:
+                    error = exc
+                    break
+            elif not used:
+                break  # a window as big as the staging buffer: the writer cannot go on
+        return first, end, error
 
     def _stage(self, target: MappedFile, position: int) -> tuple[memoryview, int]:
         """Where appends to `target` from `position` are encoded: a buffer, and the position

@@ -38,7 +38,7 @@ from sidewinder.store.acknowledge import (
     ReplicaAcks,
 )
 from sidewinder.store.assembly import assemble
-from sidewinder.store.commit_log import QueueKey
+from sidewinder.store.commit_log import QueueKey, RecordWriter
 from sidewinder.store.config import BrokerRole, FlushDiskType, StoreConfig
 from sidewinder.store.consume_queue import CQEntry
 from sidewinder.store.dispatch_loop import ArrivalListener
@@ -206,6 +206,16 @@ class MessageStore:
         built one by one) in one pass; no waiting. A caller that owes
         its producers an acknowledgement awaits `settled(end_offset)` once for them all."""
         return self._appender.append_many(messages)
+
+    def append_encoded(self, write: RecordWriter) -> tuple[int, int, str]:
+        """Records encoded by `write` straight into the CommitLog (CommitLog.put_encoded: a
+        writer that keeps to what `illegal` allows), no waiting: the first and end physical
+        offsets written (-1: none) and why the writer was stopped or not called ("" if not).
+        The caller counts what it stored with `count_encoded`."""
+        return self._appender.append_encoded(write)
+
+    def count_encoded(self, topics: Sequence[tuple[str, int, int]], elapsed_ms: float) -> None:
+        self._appender.count_encoded(topics, elapsed_ms)
 
     # Plain functions handing back the Appender's coroutine: no second frame per put.
     def put_message(

@@ -5,10 +5,11 @@ check-and-route step, one store write and one reply encoder.
     table.register(send, SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE)
     table.set_frame_lane(send, SEND_MESSAGE_V2)
 
-- request.py: SendRequest, and its decoders: a decoded RemotingCommand (SEND_MESSAGE's long
-  field names, V2's and a batch's short ones; the reference) and a chunk of raw JSON frames
-  (header.py's `send_v2_fields`, natively in native/src/send_header.rs, which makes the
-  SendRequest itself: only a faster decoder of the same type).
+- lane.py: the send lane: plain SEND_MESSAGE_V2 frames read, routed by the shortcut, encoded
+  into the CommitLog and answered straight from a connection's bytes (natively in
+  native/src/send_lane.rs; SendLanePy is the reference).
+- request.py: SendRequest, and its decoder from a decoded RemotingCommand (SEND_MESSAGE's long
+  field names, V2's and a batch's short ones).
 - body.py: what a body and properties say (a batch body's messages, WAIT).
 - check.py: msgCheck (shared with SEND_REPLY_MESSAGE's processor).
 - route.py: the one check-and-route step. It raises refusals (protocol/errors.py, with
@@ -19,8 +20,9 @@ check-and-route step, one store write and one reply encoder.
   of one) and MessageStore.settled (the one wait for SYNC_FLUSH / SYNC_MASTER).
 - reply.py: the one reply encoder (SUCCESS from a template for JSON; refusals as
   remoting.dispatch.error_reply encodes them).
-- processor.py: SendProcessor, running decode -> route -> store -> reply for a chunk of frames,
-  a chunk of decoded requests, or one request; ACL (the table's guard) only picks the decoder.
+- processor.py: SendProcessor, running decode -> route -> store -> reply for a connection's
+  bytes (the lane), a chunk of decoded requests, or one request; ACL (the table's guard)
+  only picks the decoder.
 
 A RocketMQ 5 gRPC SendMessage enters the same way: one more decoder yielding SendRequest in
 front of the same route, store and (its own) reply encoder.

@@ -12,10 +12,6 @@ read as plain decimals (`digits`), as the route step's fast path takes them. The
 (a key it does not expect, a repeated key, a value that is not a string, an escape it does not
 take); where it gives a tuple, it is the reference's (tests/broker/send/test_header.py fuzzes
 both with generated headers and the mutated real frames of the wire captures).
-
-`send_batch_fields` reads a SEND_BATCH_MESSAGE header (the same short field names) the
-reference's way, with no native reader: one header stands for all the messages of its batch,
-so the full decode costs a fraction of a microsecond per message.
 """
 
 from __future__ import annotations
@@ -65,31 +61,6 @@ def send_v2_fields_py(
         return None
     whole = (head or ()) + fields + (tail or ())
     return whole if into is None else tuple.__new__(into, whole)
-
-
-def send_batch_fields(header: bytes | bytearray | memoryview) -> SendV2Fields | None:
-    """What the frame decoder reads of a SEND_BATCH_MESSAGE JSON header (send_v2_fields's tuple);
-    None for one the generic decode is to accept or refuse, including one whose other numbers
-    (see `batch_header_parses`) its generic header decode would refuse."""
-    command = _decoded(header, RequestCode.SEND_BATCH_MESSAGE)
-    if command is None or not batch_header_parses(command.ext_fields or {}):
-        return None
-    return _fields(command)
-
-
-def batch_header_parses(ext: dict[str, str]) -> bool:
-    """Whether the numbers the fast path does not read parse as SendMessageRequestHeader.from_ext
-    parses them (else it refuses the send): defaultTopicQueueNums, and maxReconsumeTimes if
-    there, as 32-bit ints."""
-    return _int32(ext.get("d")) and ("l" not in ext or _int32(ext["l"]))
-
-
-def _int32(text: str | None) -> bool:
-    return (
-        text is not None
-        and _INTEGER.fullmatch(text) is not None
-        and -(1 << 31) <= int(text) < 1 << 31
-    )
 
 
 def _decoded(header: bytes | bytearray | memoryview, code: int) -> RemotingCommand | None:

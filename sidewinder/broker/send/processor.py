@@ -5,44 +5,50 @@
     table.set_frame_lane(send, SEND_MESSAGE_V2)
 
 Three entries, one pipeline (decode -> route -> store -> reply):
-- `take_frames`: the request frames of one received chunk; a plain JSON send is decoded by the
-  fast header reader (request.requests_from_frames); the others are left to the generic decode.
+- `take_buffer`: the frame lane. The send lane (lane.py, natively in native/src/send_lane.rs)
+  walks a connection's received bytes and stores the plain SEND_MESSAGE_V2 frames straight into
+  the CommitLog's staging window (MessageStore.append_encoded) with their replies encoded: the
+  route step's shortcut, the record encode and the reply template in one pass, no object per
+  message. It stops at the first send it cannot take as it is; that one and the rest go on
+  through the generic decode into `take_batch`.
 - `take_batch`: the decoded requests of one chunk, each through the whole route step without
   waiting; those that must wait (a topic to make) are left to `process`.
 - `process`: one request, the route step awaited where it must.
-What a chunk's sends store goes to the store in one `append_many` (one CommitLog append), and
-their replies in one write; a producer that waits (WAIT, under SYNC_FLUSH or SYNC_MASTER) is
-answered once `settled` says so. With metrics on, every request is timed here into
-rocketmq_rpc_latency (a chunk's with one clock reading when it came in).
+What a chunk's sends store goes to the store in one append, and their replies in one write; a
+producer that waits (WAIT, under SYNC_FLUSH or SYNC_MASTER) is answered once `settled` says
+so. With metrics on, every request is timed here into rocketmq_rpc_latency (a chunk's with one
+clock reading when it came in).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from operator import attrgetter
+
+import structlog
 
 from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
+from sidewinder.broker.send.lane import SERVED, LaneResult, SendLane, SendLanePy
 from sidewinder.broker.send.reply import STORED_CODES, SendReplies
-from sidewinder.broker.send.request import (
-    host_of,
-    request_from_command,
-    requests_from_frames,
-)
+from sidewinder.broker.send.request import host_of, request_from_command
 from sidewinder.broker.send.route import Item, Routed, SendRouter
 from sidewinder.broker.timer import TimerSettings
 from sidewinder.broker.topics import TopicTable
-from sidewinder.protocol.codes import ResponseCode
+from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import ONEWAY_FLAG, RemotingCommand
 from sidewinder.protocol.errors import SidewinderError
 from sidewinder.protocol.record import Host
-from sidewinder.remoting.codec import RawFrame, encode_frame
+from sidewinder.remoting.codec import encode_frame
 from sidewinder.remoting.dispatch import RequestContext, error_reply
 from sidewinder.remoting.latency import LatencyKey, RpcLatency
+from sidewinder.store.commit_log import QueueKey
 from sidewinder.store.message_store import AppendedMany, MessageStore, PutStatus
 
+log = structlog.get_logger(__name__)
+_new = tuple.__new__  # a LaneResult of the native lane's plain tuple
 _COUNT = attrgetter("count")  # how many messages an item holds
 
 
@@ -70,6 +76,7 @@ class SendProcessor:
         # False: every request one at a time through `process` (tests' reference run).
         self.chunks = True
         self.batched = 0  # messages stored a chunk at a time, ever
+        self._lane: tuple[object, SendLanePy] | None = None  # (what it was made for, the lane)
 
     def born_host(self, address: str) -> Host:
         return host_of(address) if address != "?" else self.store_host
@@ -137,29 +144,131 @@ class SendProcessor:
             self._store_and_answer(ctx, asks, items, refused, started)
         return others
 
-    def take_frames(self, ctx: RequestContext, frames: list[RawFrame]) -> list[RawFrame]:
-        """The frames of one chunk: the plain sends read by the fast decoder served, the rest
-        returned undecoded."""
+    def take_buffer(
+        self, ctx: RequestContext, buffer: bytearray, start: int, max_frame: int
+    ) -> tuple[int, list[tuple[int, int]]]:
+        """The frame lane (remoting.dispatch.FrameLane): plain sends served by the send lane
+        (lane.py) straight from the connection's buffer into the CommitLog; where it stopped
+        and the frames it left."""
         if not self.chunks:
-            return frames
-        started = time.perf_counter() if self.latency is not None else 0.0
-        remote = ctx.remote_address
-        born = self.born_host(remote)
-        route_now, largest = self.router.route_now, self.router.fast_limit()
-        asks: list[Routed] = []
-        items: list[Item] = []
-        others: list[RawFrame] = []
-        for frame, request in zip(frames, requests_from_frames(frames), strict=True):
-            if request is not None:
-                routed = route_now(request, born, remote, largest)
-                if routed is not None:
-                    asks.append(routed)
-                    items.append(routed[1])
+            return start, []
+        largest = self.router.fast_limit()
+        if largest < 0:
+            return start, []
+        started = time.perf_counter()
+        lane = self._send_lane(max_frame)
+        born = self.born_host(ctx.remote_address)
+        late = self.store.acknowledges_late
+        topic_of = self.router.lane_topic
+        results: list[LaneResult] = []
+        position = start
+
+        def write(
+            out: memoryview, at: int, room: int, phy: int, stamp: int, offsets: dict[QueueKey, int]
+        ) -> tuple[int, int, list[tuple[QueueKey, int]]]:
+            nonlocal position
+            result: LaneResult = _new(LaneResult, lane.serve(
+                buffer, position, out, at, room, phy, stamp, offsets, topic_of,
+                born.address, born.port, largest, late,
+            ))  # fmt: skip
+            results.append(result)
+            position = result.position
+            return result.used, result.need, result.touched
+
+        try:
+            self.store.append_encoded(write)
+        except Exception as exc:  # the file write failed: nothing served is known stored
+            log.warning("send.lane_write_failed", error=repr(exc))
+            self._lane_refused(ctx, results, str(exc))
+            return position, [span for result in results for span in result.skipped]
+        if not results:
+            return start, []  # the store takes no writes: the generic path says why
+        self._lane_answer(ctx, results, started)
+        if len(results) == 1:
+            return position, results[0].skipped
+        return position, [span for result in results for span in result.skipped]
+
+    def _send_lane(self, max_frame: int) -> SendLanePy:
+        frames = self.replies.current_frames()
+        key = (frames.key, max_frame)
+        if self._lane is None or self._lane[0] != key:
+            host = self.store_host
+            lane = SendLane(
+                host.address, host.port, self.router.cluster_property, frames.pieces, max_frame
+            )
+            self._lane = (key, lane)
+        return self._lane[1]
+
+    def _lane_answer(self, ctx: RequestContext, results: list[LaneResult], started: float) -> None:
+        stored = oneway = 0
+        replies: list[bytes] = []
+        topics: list[tuple[str, int, int]] = []
+        later: list[bytes] = []
+        waiting: list[bytes] = []
+        settle_end = 0
+        for result in results:
+            if not result.stored:
+                continue
+            stored += result.stored
+            oneway += result.oneway
+            topics += result.topics
+            if result.replies:
+                replies.append(result.replies)
+            if result.later:
+                later.append(result.later)
+                waiting.append(result.served)
+                settle_end = result.settle_end
+        if not stored:
+            return
+        if replies:
+            ctx.write_frames(replies)
+        self.batched += stored
+        self.store.count_encoded(topics, (time.perf_counter() - started) * 1000)
+        if self.latency is not None:
+            self._observe_lane(results, ResponseCode.SUCCESS, started, late=False)
+        if later:
+            self.store.settled(settle_end).add_done_callback(
+                lambda done: self._lane_settled(ctx, results, later, done, started)
+            )
+
+    def _lane_settled(
+        self,
+        ctx: RequestContext,
+        results: list[LaneResult],
+        later: list[bytes],
+        done: asyncio.Future[PutStatus],
+        started: float,
+    ) -> None:
+        """Answer the lane's waiting producers once the CommitLog is settled for them."""
+        error = done.exception()
+        status = PutStatus.SERVICE_NOT_AVAILABLE if error is not None else done.result()
+        code: int = ResponseCode.SUCCESS
+        if status is PutStatus.PUT_OK:
+            ctx.write_frames(later)
+        else:
+            code = STORED_CODES.get(status, ResponseCode.SERVICE_NOT_AVAILABLE)
+            remark = str(error) if error is not None else self.store.settle_remark(status)
+            frames = []
+            for opaque, queue_id, phy, offset, waits in _served(results):
+                if not waits:
                     continue
-            others.append(frame)
-        if asks:
-            self._store_and_answer(ctx, asks, items, [], started)
-        return others
+                if error is not None:
+                    reply = self.replies.unavailable_to(opaque, remark)
+                else:
+                    reply = self.replies.lane_stored(opaque, phy, queue_id, offset, status, remark)
+                frames.append(encode_frame(reply))
+            ctx.write_frames(frames)
+        if self.latency is not None:
+            self._observe_lane(results, code, started, late=True)
+
+    def _lane_refused(self, ctx: RequestContext, results: list[LaneResult], remark: str) -> None:
+        """Every request the lane served, answered SERVICE_NOT_AVAILABLE (a failed write)."""
+        frames = [
+            encode_frame(self.replies.unavailable_to(opaque, remark))
+            for opaque, *_ in _served(results)
+        ]
+        if frames:
+            ctx.write_frames(frames)
 
     def _refused_frame(self, command: RemotingCommand, exc: Exception, started: float) -> bytes:
         response = error_reply(command, exc)
@@ -265,6 +374,23 @@ class SendProcessor:
         for key, times in counts.items():
             self.latency.observe(key, elapsed_ms, times)
 
+    def _observe_lane(
+        self, results: list[LaneResult], response_code: int, started: float, *, late: bool
+    ) -> None:
+        """Record the lane's requests answered now (`late`: those answered once settled)."""
+        assert self.latency is not None
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        answered = oneway = 0
+        for result in results:
+            waits = result.served[SERVED.size - 1 :: SERVED.size].count(1)
+            answered += waits if late else len(result.served) // SERVED.size - waits
+            oneway += 0 if late else result.oneway
+        code = int(RequestCode.SEND_MESSAGE_V2)
+        if answered:
+            self.latency.observe((code, response_code, False, "success"), elapsed_ms, answered)
+        if oneway:
+            self.latency.observe((code, -1, False, "oneway"), elapsed_ms, oneway)
+
     def _observe_one(self, command: RemotingCommand, response_code: int, started: float) -> None:
         assert self.latency is not None
         if command.is_oneway:
@@ -274,6 +400,13 @@ class SendProcessor:
         else:
             key = (command.code, response_code, False, "success")
         self.latency.observe(key, (time.perf_counter() - started) * 1000)
+
+
+def _served(results: list[LaneResult]) -> Iterator[tuple[int, int, int, int, bool]]:
+    """(opaque, queue id, physical offset, queue offset, waits) of each request the lane
+    served and owes an answer."""
+    for result in results:
+        yield from SERVED.iter_unpack(result.served)
 
 
 def _refused_code(exc: Exception) -> int:

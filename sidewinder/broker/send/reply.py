@@ -75,6 +75,15 @@ class SendReplyFrames:
         )
         self._header = head + self._msg_id + rest
         self._header_many = head + b"%s" + rest
+        # The same header in pieces, for the send lane: [0] %016X(phy) [1] queueId [2]
+        # queueOffset [3] opaque [4].
+        self.pieces = (
+            head + host_hex.encode(),
+            b'","queueId":"',
+            b'","queueOffset":"',
+            b'",' + tail[1:-1] + b'},"flag":1,"language":"JAVA","opaque":',
+            b',"serializeTypeCurrentRPC":"JSON","version":' + str(CURRENT_VERSION).encode() + b"}",
+        )
 
     def success(self, opaque: int, phy_offset: int, queue_id: int, queue_offset: int) -> bytes:
         header = self._header % (phy_offset, queue_id, queue_offset, opaque)
@@ -96,6 +105,15 @@ class SendReplies:
         self.store_host = store_host
         self._frames = SendReplyFrames(config.region_id, config.trace_on, store_host)
 
+    def current_frames(self) -> SendReplyFrames:
+        """The templates for the region and trace switch configured now."""
+        frames, config = self._frames, self.config
+        if frames.key != (config.region_id, config.trace_on):
+            frames = self._frames = SendReplyFrames(
+                config.region_id, config.trace_on, self.store_host
+            )
+        return frames
+
     def stored_frames(
         self,
         asks: Sequence[Routed],
@@ -105,12 +123,7 @@ class SendReplies:
     ) -> list[bytes]:
         """SUCCESS to stored sends (`asks[n]` stored at `phys[n]`, `offsets[n]`), encoded;
         none to a oneway one."""
-        frames = self._frames
-        config = self.config
-        if frames.key != (config.region_id, config.trace_on):
-            frames = self._frames = SendReplyFrames(
-                config.region_id, config.trace_on, self.store_host
-            )
+        frames = self.current_frames()
         success, json = frames.success, SerializeType.JSON
         out: list[bytes] = []
         for n in indexes:
@@ -139,17 +152,33 @@ class SendReplies:
         """A stored send's reply, the generic way: its ids, the code of `status`."""
         request, item, _, queue_id = routed
         phys = item.phys if isinstance(item, BatchToStore | MessageRun) else (phy,)
+        ext = self._stored_ext(phys, queue_id, offset)
+        if isinstance(item, MessageToStore) and item.topic == _TIMER_TOPIC:
+            handle = self._recall_handle(item)
+            if handle is not None:
+                ext["recallHandle"] = handle
+        return _command(request).reply(STORED_CODES[status], remark or None, ext_fields=ext)
+
+    def lane_stored(
+        self, opaque: int, phy: int, queue_id: int, offset: int, status: PutStatus, remark: str
+    ) -> RemotingCommand:
+        """`stored` for a SEND_MESSAGE_V2 the send lane stored (lane.py)."""
+        ext = self._stored_ext((phy,), queue_id, offset)
+        return _lane_command(opaque).reply(STORED_CODES[status], remark or None, ext_fields=ext)
+
+    @staticmethod
+    def unavailable_to(opaque: int, remark: str) -> RemotingCommand:
+        """`unavailable` for a SEND_MESSAGE_V2 the send lane served."""
+        return _lane_command(opaque).reply(ResponseCode.SERVICE_NOT_AVAILABLE, unavailable(remark))
+
+    def _stored_ext(self, phys: Sequence[int], queue_id: int, offset: int) -> dict[str, str]:
         host = self.store_host
         prefix = encode_offset_msg_id(host.address, host.port, 0)[:-16]
         msg_ids = ",".join([f"{prefix}{p:016X}" for p in phys])
         ext = SendMessageResponseHeader(msg_ids, queue_id, offset).to_ext()
         ext["MSG_REGION"] = self.config.region_id
         ext["TRACE_ON"] = "true" if self.config.trace_on else "false"
-        if isinstance(item, MessageToStore) and item.topic == _TIMER_TOPIC:
-            handle = self._recall_handle(item)
-            if handle is not None:
-                ext["recallHandle"] = handle
-        return _command(request).reply(STORED_CODES[status], remark or None, ext_fields=ext)
+        return ext
 
     def _recall_handle(self, item: MessageToStore) -> str | None:
         """A timer message's recall handle (attachRecallHandle): its topic, this broker, its
@@ -187,3 +216,11 @@ def _command(request: SendRequest) -> RemotingCommand:
         None,
         request.serialize_type,
     )
+
+
+def _lane_command(opaque: int) -> RemotingCommand:
+    """Enough of a SEND_MESSAGE_V2 JSON request to reply to it."""
+    return RemotingCommand(
+        RequestCode.SEND_MESSAGE_V2, LanguageCode.JAVA, 0, opaque, 0, None, None, None,
+        SerializeType.JSON,
+    )  # fmt: skip

@@ -1,35 +1,23 @@
-"""The one request type of a send, and the decoders that yield it.
+"""The one request type of a send, and its decoder.
 
-    request = request_from_command(command)   # SEND_MESSAGE, V2 or batch, decoded (reference)
-    requests = requests_from_frames(frames)   # JSON frames read natively; None: decode it
+    request = request_from_command(command)   # SEND_MESSAGE, V2 or batch, decoded
 
 `request_from_command` reads the header the generic way (SendMessageRequestHeader.from_ext,
 long names for SEND_MESSAGE, short ones for V2 and batches) and raises its HeaderError for a
-header that does not decode. `requests_from_frames` is a faster decoder of the same type: the
-native (or Python) `send_v2_fields` reader for SEND_MESSAGE_V2, `send_batch_fields` for a batch.
-It reads only what a plain send needs, so what it yields is `complete=False`: the route step
-takes it on its fast path or not at all, and the frame is then decoded generically. Where it
-gives None the frame is decoded generically too. Either way the request enters the same route.
+header that does not decode. The plain SEND_MESSAGE_V2 frames of a chunk skip it: the send lane
+(lane.py) stores them straight from their bytes; what it leaves comes here.
 """
 
 from __future__ import annotations
 
 import functools
 import ipaddress
-from collections.abc import Sequence
 from typing import NamedTuple
 
-from sidewinder.broker.send.header import send_batch_fields, send_v2_fields
 from sidewinder.protocol.codes import RequestCode, SerializeType
-from sidewinder.protocol.command import RESPONSE_FLAG, RemotingCommand
+from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import SEND_V2_NAMES, SendMessageRequestHeader
 from sidewinder.protocol.record import Host
-from sidewinder.remoting.codec import RawFrame
-
-# How a SEND_BATCH_MESSAGE JSON header says its code (the Java and Go clients both write it so);
-# the batch reader's full decode then checks it.
-_BATCH_CODE = b'"code":%d' % RequestCode.SEND_BATCH_MESSAGE
-_JSON = SerializeType.JSON
 
 
 @functools.lru_cache(maxsize=4096)
@@ -73,10 +61,6 @@ _new = tuple.__new__
 _BATCH, _V2 = RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_MESSAGE_V2
 # SEND_MESSAGE as a plain int: a member read off the enum class costs a lookup per message.
 _SINGLE = int(RequestCode.SEND_MESSAGE)
-_V2_HEAD = (_V2,)
-# What a frame decoder does not read: default topic and its queue nums, max reconsume times,
-# no command, not complete.
-_PARTIAL = ("", 0, None, None, False)
 INT32_MAX, INT64_MAX = (1 << 31) - 1, (1 << 63) - 1
 
 
@@ -163,34 +147,3 @@ def request_from_command(command: RemotingCommand) -> SendRequest:
             True,
         ),
     )
-
-
-def requests_from_frames(frames: Sequence[RawFrame]) -> list[SendRequest | None]:
-    """Each frame's plain JSON send read straight from it, or None (decode it generically).
-    One call for a chunk's frames: a call per frame would cost a tenth of the decode."""
-    read_v2, into, head = send_v2_fields, SendRequest, _V2_HEAD
-    requests: list[SendRequest | None] = []
-    for frame in frames:
-        if frame.serialize_type is not _JSON:
-            requests.append(None)
-            continue
-        # The reader's nine fields are the request's from `opaque` to `properties`; it makes
-        # the request itself (a tuple rebuilt here would cost as much again). The tail is
-        # _PARTIAL's.
-        body = frame.body or b""
-        request = read_v2(frame.header, into, head, (_JSON, body, False, "", 0, None, None, False))
-        if request is None:
-            request = _batch_from_frame(frame.header, body)
-        elif request.flag & RESPONSE_FLAG:
-            request = None
-        requests.append(request)
-    return requests
-
-
-def _batch_from_frame(header: bytes, body: bytes) -> SendRequest | None:
-    if _BATCH_CODE not in header:
-        return None
-    fields = send_batch_fields(header)
-    if fields is None or fields[1] & RESPONSE_FLAG:
-        return None
-    return _new(SendRequest, (_BATCH, *fields, _JSON, body, True, *_PARTIAL))

@@ -173,6 +173,19 @@ class SendRouter:
             return None
         return self._checked(request, checked, born, may_create=False)
 
+    def lane_topic(self, name: str) -> tuple[str, bytes, int] | None:
+        """For the send lane: a topic the shortcut may send to, as (name, encoded name, queue
+        count: a queue id below it is taken), else None."""
+        topic = self.topics.topics.get(name)
+        if topic is None or not topic.perm & PERM_WRITE:
+            return None
+        encoded = self._plain_names.get(name)
+        if encoded is None:
+            encoded = self._plain_name(name)
+        if not encoded:
+            return None
+        return (name, encoded, max(topic.write_queue_nums, topic.read_queue_nums))
+
     def fast_limit(self) -> int:
         """The largest record the fast path takes: the CommitLog's limit, or -1 (none) while
         the broker is not writable (msgCheck's rule for order topics is then to be applied)."""

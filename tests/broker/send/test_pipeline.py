@@ -35,7 +35,6 @@ from sidewinder.broker.groups import SubscriptionGroups
 from sidewinder.broker.send import SendProcessor, SendRequest
 from sidewinder.broker.send import request as request_module
 from sidewinder.broker.send.body import BatchError, decode_batch, strip_wait
-from sidewinder.broker.send.header import batch_header_parses
 from sidewinder.broker.send.reply import SendReplies, SendReplyFrames
 from sidewinder.broker.send.request import request_from_command
 from sidewinder.broker.topics import TopicConfig, TopicTable
@@ -48,7 +47,7 @@ from sidewinder.protocol.batch_record import (
 )
 from sidewinder.protocol.codes import RequestCode, ResponseCode, SerializeType
 from sidewinder.protocol.command import ONEWAY_FLAG, RemotingCommand
-from sidewinder.protocol.headers import SEND_V2_NAMES, HeaderError, SendMessageRequestHeader
+from sidewinder.protocol.headers import HeaderError, SendMessageRequestHeader
 from sidewinder.protocol.message import (
     MessageConst,
     encode_offset_msg_id,
@@ -767,26 +766,6 @@ def test_the_native_batch_encoder_refuses_before_writing() -> None:
     with pytest.raises(ValueError, match="not the"):
         encode_batch(batch, roomy, 0, queue_offset=0, phy_offset=0, store_timestamp=1)
     assert roomy == bytearray(len(roomy))
-
-
-@given(
-    st.one_of(st.none(), st.text(max_size=4), st.integers(-(2**32), 2**32).map(str)),
-    st.one_of(st.none(), st.text(max_size=4), st.integers(-(2**32), 2**32).map(str)),
-)
-def test_a_batch_header_parses_where_the_generic_decode_does(
-    queues: str | None, max_times: str | None
-) -> None:
-    ext = {"a": "g", "b": TOPIC, "c": "TBW102", "e": "1", "f": "0", "g": "1", "h": "0"}
-    if queues is not None:
-        ext["d"] = queues
-    if max_times is not None:
-        ext["l"] = max_times
-    try:
-        SendMessageRequestHeader.from_ext(ext, names=SEND_V2_NAMES)
-        parses = True
-    except HeaderError:
-        parses = False
-    assert batch_header_parses(ext) == parses
 
 
 _NUMBER = st.one_of(

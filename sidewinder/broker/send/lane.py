@@ -1,0 +1,259 @@
+"""The send lane: plain SEND_MESSAGE_V2 frames served straight from the received bytes.
+
+    lane = SendLane(store_address, store_port, cluster_property, reply_pieces, max_frame)
+    result = lane.serve(frames, start, out, at, room, phy, stamp, queue_offsets, topic_of,
+                        born_address, born_port, largest, late)
+
+One call walks the whole frames of a connection's buffer from `start`. A frame it can serve (a
+JSON SEND_MESSAGE_V2 request read by `send_v2_fields`, to a topic `topic_of` gives, within its
+queues, no transaction, delay, timer or transaction property, a record within `largest`) has
+its record encoded into `out[at:at + room]` (the CommitLog's staging window, whose first byte is
+physical offset `phy`) with the next queue offset of `queue_offsets`, and its SUCCESS reply
+encoded. A JSON frame whose header opens with a code other than a send's (10, 310, 320) is
+left, as a span, to the generic path. It stops at the end of the whole frames, at a send it
+cannot serve (so that the sends of a connection are stored in the order they came), at a frame
+that is not JSON or breaks the framing (the frame decoder then takes over from there, and
+raises), or at a record the window has no room for (`need`: its size; the caller makes room
+and calls again from `position`).
+
+This is route.py's shortcut for the plain case, store.commit_log's encoding and reply.py's
+template, done in one pass with no object per message: `SendLanePy` is the reference, the Rust
+extension's `SendLane` the same for every input (tests/broker/send/test_lane.py compares them,
+and both with the full pipeline). `topic_of(name)` gives (name, encoded name, queue count) for
+a topic the shortcut may send to, None for any other; it is asked once per topic per call.
+
+The result (a LaneResult):
+    position   where the walk stopped (the first frame not looked at)
+    used       bytes of records written into `out` from `at`
+    need       0, or the size of the record at `position` that did not fit
+    skipped    (start, end) of each frame (not a send) left to the generic path
+    replies    SUCCESS frames to answer now
+    later      SUCCESS frames to answer once the CommitLog up to `settle_end` is settled
+    served     per stored request that is answered, packed as SERVED (opaque, queue id,
+               physical offset, queue offset, whether it waits): to answer it otherwise
+    settle_end the CommitLog offset `later` waits for (0: none)
+    topics     (name, messages, bytes) per topic stored to
+    touched    ((name, queue id), its queue offset before) per queue stored to
+    stored     messages stored
+    oneway     of which oneway (no reply)
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Callable
+from typing import NamedTuple
+
+from sidewinder.broker.send.body import strip_wait
+from sidewinder.broker.send.header import send_v2_fields
+from sidewinder.common.native import implementation
+from sidewinder.protocol.command import ONEWAY_FLAG, RESPONSE_FLAG
+from sidewinder.protocol.record import (
+    MAX_PROPERTIES_LENGTH,
+    TRANSACTION_TYPE_MASK,
+    Host,
+    MessageToStore,
+    encode_record,
+)
+from sidewinder.store.commit_log import RECORD_ALLOWANCE
+
+# What `served` packs per answered request: opaque, queue id, physical offset, queue offset,
+# whether it waits to be settled.
+SERVED = struct.Struct(">iiqq?")
+_FRAME = struct.Struct(">ii")
+_JSON_KIND = 0
+# A header that opens with its code, as every client writes it (a send code: 10, 310 or 320).
+_CODE = re.compile(rb'\{"code":(-?[0-9]{1,10})[,}]')
+_SEND_CODES = (b"10", b"310", b"320")
+TopicOf = Callable[[str], "tuple[str, bytes, int] | None"]
+QueueKey = tuple[str, int]
+
+
+class LaneResult(NamedTuple):
+    position: int
+    used: int
+    need: int
+    skipped: list[tuple[int, int]]
+    replies: bytes
+    later: bytes
+    served: bytes
+    settle_end: int
+    topics: list[tuple[str, int, int]]
+    touched: list[tuple[QueueKey, int]]
+    stored: int
+    oneway: int
+
+
+class SendLanePy:
+    """The reference (see the module's docstring)."""
+
+    def __init__(
+        self,
+        store_address: bytes,
+        store_port: int,
+        cluster_property: bytes,
+        reply_pieces: tuple[bytes, bytes, bytes, bytes, bytes],
+        max_frame: int,
+    ) -> None:
+        self.store_host = Host(store_address, store_port)
+        self.cluster_property = cluster_property
+        self.cluster_tail = b"\x02" + cluster_property
+        # A SUCCESS header: [0] %016X(phy) [1] queue id [2] queue offset [3] opaque [4]
+        self.reply_pieces = reply_pieces
+        self.max_frame = max_frame
+
+    def reply(self, opaque: int, phy: int, queue_id: int, queue_offset: int) -> bytes:
+        head, at_queue, at_offset, at_opaque, tail = self.reply_pieces
+        header = b"%s%016X%s%d%s%d%s%d%s" % (
+            head, phy, at_queue, queue_id, at_offset, queue_offset, at_opaque, opaque, tail
+        )  # fmt: skip
+        return _FRAME.pack(4 + len(header), len(header)) + header
+
+    def serve(
+        self,
+        frames: bytes | bytearray | memoryview,
+        start: int,
+        out: bytearray | memoryview,
+        at: int,
+        room: int,
+        phy: int,
+        stamp: int,
+        queue_offsets: dict[QueueKey, int],
+        topic_of: TopicOf,
+        born_address: bytes,
+        born_port: int,
+        largest: int,
+        late: bool,
+    ) -> LaneResult:
+        data = memoryview(frames)
+        born = Host(born_address, born_port)
+        position, end, used, need = start, len(data), 0, 0
+        skipped: list[tuple[int, int]] = []
+        replies, later, served = bytearray(), bytearray(), bytearray()
+        settle_end = stored = oneway = 0
+        known: dict[str, tuple[str, bytes, int] | None] = {}
+        per_topic: dict[str, list[int]] = {}
+        touched: dict[QueueKey, int] = {}
+        while end - position >= 8:
+            length, marker = _FRAME.unpack_from(data, position)
+            kind, header_length = (marker >> 24) & 0xFF, marker & 0xFFFFFF
+            if length < 4 or length > self.max_frame or kind != _JSON_KIND:
+                break  # the frame decoder's to raise, or to decode
+            if header_length > length - 4:
+                break
+            frame_end = position + 4 + length
+            if frame_end > end:
+                break
+            body_start = position + 8 + header_length
+            fields = send_v2_fields(bytes(data[position + 8 : body_start]))
+            message: MessageToStore | None = None
+            if fields is not None:
+                body = data[body_start:frame_end]
+                message, wait = self._plain(fields, body, known, topic_of, born)
+                if message is not None and (
+                    message.record_size > largest or len(body) > largest - RECORD_ALLOWANCE
+                ):
+                    message = None
+            if message is None or fields is None:
+                if _is_send(data[position + 8 : body_start]):
+                    break  # served in order after what came before: by the generic path
+                skipped.append((position, frame_end))
+                position = frame_end
+                continue
+            size = message.record_size
+            if used + size > room:
+                need = size
+                break
+            opaque, flag, queue_id = fields[0], fields[1], fields[3]
+            key = (message.topic_name, queue_id)
+            queue_offset = queue_offsets.get(key, 0)
+            touched.setdefault(key, queue_offset)
+            encode_record(
+                message,
+                out,
+                at + used,
+                queue_offset=queue_offset,
+                phy_offset=phy + used,
+                store_timestamp=stamp,
+            )
+            queue_offsets[key] = queue_offset + 1
+            counts = per_topic.setdefault(message.topic_name, [0, 0])
+            counts[0] += 1
+            counts[1] += size
+            stored += 1
+            if flag & ONEWAY_FLAG:
+                oneway += 1
+            else:
+                waits_late = wait and late
+                reply = self.reply(opaque, phy + used, queue_id, queue_offset)
+                if waits_late:
+                    later += reply
+                    settle_end = phy + used + size
+                else:
+                    replies += reply
+                served += SERVED.pack(opaque, queue_id, phy + used, queue_offset, waits_late)
+            used += size
+            position = frame_end
+        return LaneResult(
+            position,
+            used,
+            need,
+            skipped,
+            bytes(replies),
+            bytes(later),
+            bytes(served),
+            settle_end,
+            [(name, count, size) for name, (count, size) in per_topic.items()],
+            list(touched.items()),
+            stored,
+            oneway,
+        )
+
+    def _plain(
+        self,
+        fields: tuple[int, int, str, int, int, int, int, int, str],
+        body: memoryview,
+        known: dict[str, tuple[str, bytes, int] | None],
+        topic_of: TopicOf,
+        born: Host,
+    ) -> tuple[MessageToStore | None, bool]:
+        """The record of a plain send (route.py's shortcut), or None."""
+        _, flag, name, queue_id, sys_flag, born_ts, msg_flag, reconsume, properties = fields
+        if flag & RESPONSE_FLAG or sys_flag & TRANSACTION_TYPE_MASK:
+            return None, False
+        if name in known:
+            topic = known[name]
+        else:
+            topic = known[name] = topic_of(name)
+        if topic is None or queue_id >= topic[2]:
+            return None, False
+        if "DELAY\x01" in properties or "TIMER_DEL" in properties or "TRAN_MSG\x01" in properties:
+            return None, False
+        properties, wait = strip_wait(properties)
+        encoded = properties.encode("utf-8", "surrogateescape").rstrip(b"\x02")
+        stored = encoded + self.cluster_tail if encoded else self.cluster_property
+        if len(stored) > MAX_PROPERTIES_LENGTH:
+            return None, False
+        message = MessageToStore(
+            topic[1],
+            queue_id,
+            bytes(body),
+            stored,
+            msg_flag,
+            sys_flag,
+            born_ts,
+            born,
+            self.store_host,
+            reconsume,
+        )
+        return message, wait
+
+
+def _is_send(header: memoryview) -> bool:
+    """Whether a header may be a send's: it opens with a send's code, or not with a code."""
+    found = _CODE.match(header)
+    return found is None or found[1] in _SEND_CODES
+
+
+SendLane = implementation("SendLane", SendLanePy)
