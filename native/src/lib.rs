@@ -25,7 +25,7 @@ mod _native {
     /// Bumped when a function's signature changes, so a stale build in the source tree is
     /// refused rather than called with the wrong arguments.
     #[pymodule_export]
-    const API_VERSION: u32 = 11;
+    const API_VERSION: u32 = 12;
 
     #[pymodule_export]
     use crate::syncer::Syncer;
@@ -84,6 +84,31 @@ mod _native {
             return Ok(Some(fields.into_pyobject(py)?.into_any()));
         }
         crate::send_header::fields_into(&f, into, head, tail).map(Some)
+    }
+
+    /// `send_v2_fields`'s tuple for a SEND_BATCH_MESSAGE JSON header (the same short field
+    /// names), or None (reference: `sidewinder.broker.send.header.send_batch_fields_py`).
+    #[pyfunction]
+    fn send_batch_fields<'py>(
+        py: Python<'py>,
+        header: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let data = crate::buffer::ReadBuf::get(header)?;
+        let Some(f) = crate::send_header::parse_batch(data.as_slice()) else {
+            return Ok(None);
+        };
+        let fields = (
+            f.opaque,
+            f.flag,
+            f.topic.as_ref(),
+            f.queue_id,
+            f.sys_flag,
+            f.born_timestamp,
+            f.msg_flag,
+            f.reconsume_times,
+            f.properties.as_ref(),
+        );
+        Ok(Some(fields.into_pyobject(py)?.into_any()))
     }
 
     /// What dispatch writes for the records of one CommitLog segment from `position`, by a

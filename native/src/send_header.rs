@@ -83,6 +83,7 @@ pub fn fields_into<'py>(
 }
 
 const SEND_MESSAGE_V2: i64 = 310;
+const SEND_BATCH_MESSAGE: i64 = 320;
 const INT32_DIGITS: usize = 9;
 const INT64_DIGITS: usize = 18;
 const LANGUAGES: [&str; 13] = [
@@ -345,7 +346,18 @@ fn digits(text: Option<&str>, width: usize) -> Option<i64> {
     text.parse().ok()
 }
 
+/// A SEND_MESSAGE_V2 header's fields.
 pub fn parse(data: &[u8]) -> Option<SendV2<'_>> {
+    parse_send(data).and_then(|(code, f)| (code == SEND_MESSAGE_V2).then_some(f))
+}
+
+/// A SEND_BATCH_MESSAGE header's fields (the same short names; the body holds the messages).
+pub fn parse_batch(data: &[u8]) -> Option<SendV2<'_>> {
+    parse_send(data).and_then(|(code, f)| (code == SEND_BATCH_MESSAGE).then_some(f))
+}
+
+/// The code (SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE) and fields of a send's header.
+pub fn parse_send(data: &[u8]) -> Option<(i64, SendV2<'_>)> {
     let mut p = Parser { data, at: 0 };
     p.eat(b'{')?;
     let (mut code, mut opaque, mut flag, mut version) = (None, None, None, None);
@@ -394,7 +406,8 @@ pub fn parse(data: &[u8]) -> Option<SendV2<'_>> {
         }
     }
     p.skip_ws();
-    if p.at != data.len() || code? as i64 != SEND_MESSAGE_V2 {
+    let code = code? as i64;
+    if p.at != data.len() || (code != SEND_MESSAGE_V2 && code != SEND_BATCH_MESSAGE) {
         return None;
     }
     let ext = ext?;
@@ -412,17 +425,20 @@ pub fn parse(data: &[u8]) -> Option<SendV2<'_>> {
     }
     let (topic, properties) = (take(b'b')?, take(b'i').unwrap_or(Cow::Borrowed("")));
     let number = |text: Option<Cow<'_, str>>, width| digits(text.as_deref(), width);
-    Some(SendV2 {
-        opaque: opaque.unwrap_or(0),
-        flag: flag.unwrap_or(0),
-        topic,
-        queue_id: number(take(b'e'), INT32_DIGITS)?,
-        sys_flag: number(take(b'f'), INT32_DIGITS)?,
-        born_timestamp: number(take(b'g'), INT64_DIGITS)?,
-        msg_flag: number(take(b'h'), INT32_DIGITS)?,
-        reconsume_times: number(Some(take(b'j').unwrap_or(Cow::Borrowed("0"))), INT32_DIGITS)?,
-        properties,
-    })
+    Some((
+        code,
+        SendV2 {
+            opaque: opaque.unwrap_or(0),
+            flag: flag.unwrap_or(0),
+            topic,
+            queue_id: number(take(b'e'), INT32_DIGITS)?,
+            sys_flag: number(take(b'f'), INT32_DIGITS)?,
+            born_timestamp: number(take(b'g'), INT64_DIGITS)?,
+            msg_flag: number(take(b'h'), INT32_DIGITS)?,
+            reconsume_times: number(Some(take(b'j').unwrap_or(Cow::Borrowed("0"))), INT32_DIGITS)?,
+            properties,
+        },
+    ))
 }
 
 #[cfg(test)]

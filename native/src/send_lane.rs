@@ -10,6 +10,7 @@ use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
+use crate::batch;
 use crate::buffer::{ReadBuf, WriteBuf};
 use crate::record::{encode_into, record_size, Fields, MAX_PROPERTIES_LENGTH};
 use crate::send_header;
@@ -20,6 +21,26 @@ const TRANSACTION_TYPE_MASK: i64 = 0xC;
 const HOSTS_V6_MASK: i32 = 0x30;
 /// store.commit_log.RECORD_ALLOWANCE: what a record may hold besides its body.
 const RECORD_ALLOWANCE: i64 = 64 << 10;
+const SEND_BATCH_MESSAGE: i64 = 320;
+
+/// protocol.message's `property_value`: the value of property `name`, a whole name only.
+fn property<'a>(properties: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    let mut start = 0;
+    while start <= properties.len() {
+        let rest = &properties[start..];
+        let found = rest
+            .windows(name.len() + 1)
+            .position(|w| &w[..name.len()] == name && w[name.len()] == 0x01)?;
+        let at = start + found;
+        if at == 0 || properties[at - 1] == 0x02 {
+            let value = &properties[at + name.len() + 1..];
+            let end = value.iter().position(|&b| b == 0x02).unwrap_or(value.len());
+            return Some(&value[..end]);
+        }
+        start = at + 1;
+    }
+    None
+}
 
 /// Whether a header may be a send's: it opens with `{"code":` and a send's code (10, 310,
 /// 320), or does not open with a code at all (lane.py's `_is_send`).
@@ -92,15 +113,16 @@ struct Queue {
     next: i64,
 }
 
-/// A SUCCESS header in pieces: before the physical offset's hex, then between the numbers.
-type ReplyPieces = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>);
+/// A SUCCESS header in pieces: before the msgId, the store host's hex (before each physical
+/// offset's), then between the numbers (lane.py's `reply_pieces`).
+type ReplyPieces = (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>);
 
 #[pyclass(frozen, module = "sidewinder._native")]
 pub struct SendLane {
     store_address: Vec<u8>,
     store_port: i32,
     cluster_property: Vec<u8>,
-    pieces: [Vec<u8>; 5],
+    pieces: [Vec<u8>; 6],
     max_frame: usize,
 }
 
@@ -114,12 +136,12 @@ impl SendLane {
         reply_pieces: ReplyPieces,
         max_frame: usize,
     ) -> Self {
-        let (a, b, c, d, e) = reply_pieces;
+        let (a, b, c, d, e, f) = reply_pieces;
         SendLane {
             store_address,
             store_port,
             cluster_property,
-            pieces: [a, b, c, d, e],
+            pieces: [a, b, c, d, e, f],
             max_frame,
         }
     }
@@ -129,12 +151,12 @@ impl SendLane {
         &self,
         py: Python<'py>,
         opaque: i32,
-        phy: i64,
+        phys: Vec<i64>,
         queue_id: i32,
         queue_offset: i64,
     ) -> Bound<'py, PyBytes> {
         let mut out = Vec::with_capacity(256);
-        self.write_reply(&mut out, opaque, phy, queue_id, queue_offset);
+        self.write_reply(&mut out, opaque, &phys, queue_id, queue_offset);
         PyBytes::new(py, &out)
     }
 
@@ -180,7 +202,8 @@ impl SendLane {
         let (mut position, mut used, mut need) = (start, 0usize, 0usize);
         let mut skipped: Vec<(usize, usize)> = Vec::new();
         let (mut replies, mut later, mut served) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut settle_end, mut stored, mut oneway) = (0i64, 0usize, 0usize);
+        let (mut settle_end, mut stored) = (0i64, 0usize);
+        let mut counts = [0usize; 6]; // lane.py's COUNTS
         let mut topics: Vec<Topic> = Vec::new();
         let mut per_topic: Vec<(usize, usize, usize)> = Vec::new(); // topic, messages, bytes
         let mut queues: Vec<Queue> = Vec::new();
@@ -203,7 +226,7 @@ impl SendLane {
             let body_start = position + 8 + header_length;
             let header = &data[position + 8..body_start];
             let body = &data[body_start..frame_end];
-            let Some(f) = send_header::parse(header) else {
+            let Some((code, f)) = send_header::parse_send(header) else {
                 if is_send(header) {
                     break;
                 }
@@ -246,26 +269,19 @@ impl SendLane {
             {
                 break;
             }
-            let (kept, wait) = strip_wait(text);
-            let kept = kept.as_bytes();
-            let kept = &kept[..kept.len() - kept.iter().rev().take_while(|&&b| b == 0x02).count()];
-            properties.clear();
-            if !kept.is_empty() {
-                properties.extend_from_slice(kept);
-                properties.push(0x02);
-            }
-            properties.extend_from_slice(&self.cluster_property);
-            if properties.len() > MAX_PROPERTIES_LENGTH {
+            if body.len() as i64 > largest - RECORD_ALLOWANCE {
                 break;
             }
+            let batch = code == SEND_BATCH_MESSAGE;
             let queue_id = f.queue_id as i32;
+            let stored_sys_flag = (f.sys_flag as i32 & !HOSTS_V6_MASK) | v6_bits;
             let mut fields = Fields {
                 topic: encoded_topic,
                 queue_id,
-                body,
-                properties: &properties,
+                body: &[],
+                properties: &[],
                 flag: f.msg_flag as i32,
-                sys_flag: (f.sys_flag as i32 & !HOSTS_V6_MASK) | v6_bits,
+                sys_flag: stored_sys_flag,
                 born_timestamp: f.born_timestamp,
                 born_address: &born_address,
                 born_port,
@@ -277,12 +293,65 @@ impl SendLane {
                 queue_offset: 0,
                 phy_offset: 0,
             };
-            let Ok(size) = record_size(&fields) else {
-                break;
+            let shared = batch::Shared {
+                topic: encoded_topic,
+                queue_id,
+                sys_flag: stored_sys_flag,
+                born_timestamp: f.born_timestamp,
+                born_address: &born_address,
+                born_port,
+                store_timestamp: stamp,
+                store_address: &self.store_address,
+                store_port: self.store_port,
+                reconsume_times: f.reconsume_times as i32,
+                prepared_transaction_offset: 0,
             };
-            if size as i64 > largest || body.len() as i64 > largest - RECORD_ALLOWANCE {
-                break;
-            }
+            let (size, wait, planned) = if batch {
+                // A timer message's properties are its own, in the body.
+                if body.windows(9).any(|w| w == b"TIMER_DEL") {
+                    break;
+                }
+                let Some((count, variable)) = batch::sizes(body, self.cluster_property.len())
+                else {
+                    break;
+                };
+                let Ok(fixed) = record_size(&fields) else {
+                    break;
+                };
+                let total = count * fixed + variable;
+                if total as i64 > largest {
+                    break;
+                }
+                let Ok(planned) = batch::plan(body, &self.cluster_property, &shared, total) else {
+                    break;
+                };
+                let wait = property(&planned[0].1, b"WAIT")
+                    .is_none_or(|value| !value.eq_ignore_ascii_case(b"false"));
+                (total, wait, planned)
+            } else {
+                let (kept, wait) = strip_wait(text);
+                let kept = kept.as_bytes();
+                let kept =
+                    &kept[..kept.len() - kept.iter().rev().take_while(|&&b| b == 0x02).count()];
+                properties.clear();
+                if !kept.is_empty() {
+                    properties.extend_from_slice(kept);
+                    properties.push(0x02);
+                }
+                properties.extend_from_slice(&self.cluster_property);
+                if properties.len() > MAX_PROPERTIES_LENGTH {
+                    break;
+                }
+                fields.body = body;
+                fields.properties = &properties;
+                let Ok(size) = record_size(&fields) else {
+                    break;
+                };
+                if size as i64 > largest {
+                    break;
+                }
+                (size, wait, Vec::new())
+            };
             if used + size > room {
                 need = size;
                 break;
@@ -304,35 +373,49 @@ impl SendLane {
                 }
             };
             let queue_offset = queues[queue].next;
-            let record_phy = phy + used as i64;
-            fields.queue_offset = queue_offset;
-            fields.phy_offset = record_phy;
-            encode_into(&fields, size, &mut window[used..used + size]);
-            queues[queue].next += 1;
+            let first_phy = phy + used as i64;
+            let target = &mut window[used..used + size];
+            let phys = if batch {
+                batch::encode(&planned, &shared, target, queue_offset, first_phy)
+            } else {
+                fields.queue_offset = queue_offset;
+                fields.phy_offset = first_phy;
+                encode_into(&fields, size, target);
+                vec![first_phy]
+            };
+            let messages = phys.len();
+            queues[queue].next += messages as i64;
             match per_topic.iter_mut().find(|(t, _, _)| *t == topic) {
                 Some(counts) => {
-                    counts.1 += 1;
+                    counts.1 += messages;
                     counts.2 += size;
                 }
-                None => per_topic.push((topic, 1, size)),
+                None => per_topic.push((topic, messages, size)),
             }
-            stored += 1;
+            stored += messages;
+            let kind = if batch { 3 } else { 0 };
             if f.flag & ONEWAY_FLAG != 0 {
-                oneway += 1;
+                counts[kind + 1] += 1;
             } else {
                 let waits_late = wait && late;
                 let opaque = f.opaque;
                 if waits_late {
-                    self.write_reply(&mut later, opaque, record_phy, queue_id, queue_offset);
-                    settle_end = record_phy + size as i64;
+                    self.write_reply(&mut later, opaque, &phys, queue_id, queue_offset);
+                    settle_end = first_phy + size as i64;
+                    counts[kind + 2] += 1;
                 } else {
-                    self.write_reply(&mut replies, opaque, record_phy, queue_id, queue_offset);
+                    self.write_reply(&mut replies, opaque, &phys, queue_id, queue_offset);
+                    counts[kind] += 1;
                 }
                 served.extend_from_slice(&opaque.to_be_bytes());
                 served.extend_from_slice(&queue_id.to_be_bytes());
-                served.extend_from_slice(&record_phy.to_be_bytes());
+                served.extend_from_slice(&first_phy.to_be_bytes());
                 served.extend_from_slice(&queue_offset.to_be_bytes());
                 served.push(u8::from(waits_late));
+                served.extend_from_slice(&((messages - 1) as u16).to_be_bytes());
+                for other in &phys[1..] {
+                    served.extend_from_slice(&other.to_be_bytes());
+                }
             }
             used += size;
             position = frame_end;
@@ -362,7 +445,9 @@ impl SendLane {
             topic_counts,
             touched,
             stored,
-            oneway,
+            (
+                counts[0], counts[1], counts[2], counts[3], counts[4], counts[5],
+            ),
         )
             .into_pyobject(py)
     }
@@ -385,19 +470,32 @@ impl SendLane {
     }
 
     /// The SUCCESS frame: [length][JSON, header length] then the header from the template.
-    fn write_reply(&self, out: &mut Vec<u8>, opaque: i32, phy: i64, queue_id: i32, offset: i64) {
+    fn write_reply(
+        &self,
+        out: &mut Vec<u8>,
+        opaque: i32,
+        phys: &[i64],
+        queue_id: i32,
+        offset: i64,
+    ) {
         let start = out.len();
         out.extend_from_slice(&[0; 8]);
         let p = &self.pieces;
         out.extend_from_slice(&p[0]);
-        let _ = write!(out, "{phy:016X}");
-        out.extend_from_slice(&p[1]);
-        let _ = write!(out, "{queue_id}");
+        for (n, phy) in phys.iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(&p[1]);
+            let _ = write!(out, "{phy:016X}");
+        }
         out.extend_from_slice(&p[2]);
-        let _ = write!(out, "{offset}");
+        let _ = write!(out, "{queue_id}");
         out.extend_from_slice(&p[3]);
-        let _ = write!(out, "{opaque}");
+        let _ = write!(out, "{offset}");
         out.extend_from_slice(&p[4]);
+        let _ = write!(out, "{opaque}");
+        out.extend_from_slice(&p[5]);
         let header = (out.len() - start - 8) as i32;
         out[start..start + 4].copy_from_slice(&(header + 4).to_be_bytes());
         out[start + 4..start + 8].copy_from_slice(&header.to_be_bytes());

@@ -31,7 +31,7 @@ from types import MappingProxyType, ModuleType
 from typing import Any, Final, Literal, NamedTuple, TypeVar
 
 # The API_VERSION of native/src/lib.rs this Python code calls.
-API_VERSION = 11
+API_VERSION = 12
 ENV = "SIDEWINDER_NATIVE"
 Leg = Literal["native", "python"]
 T = TypeVar("T")
@@ -59,6 +59,9 @@ REFERENCES: Final[Mapping[str, Reference]] = MappingProxyType(
         "Syncer": Reference("sidewinder.store.flush:ThreadSyncer", "default_syncer"),
         "send_v2_fields": Reference(
             "sidewinder.broker.send.header:send_v2_fields_py", "send_v2_fields"
+        ),
+        "send_batch_fields": Reference(
+            "sidewinder.broker.send.header:send_batch_fields_py", "send_batch_fields"
         ),
         "SendLane": Reference("sidewinder.broker.send.lane:SendLanePy", "SendLane"),
     }

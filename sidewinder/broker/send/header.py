@@ -12,6 +12,7 @@ read as plain decimals (`digits`), as the route step's fast path takes them. The
 (a key it does not expect, a repeated key, a value that is not a string, an escape it does not
 take); where it gives a tuple, it is the reference's (tests/broker/send/test_header.py fuzzes
 both with generated headers and the mutated real frames of the wire captures).
+`send_batch_fields` is the same for a SEND_BATCH_MESSAGE header (the same short field names).
 """
 
 from __future__ import annotations
@@ -63,6 +64,13 @@ def send_v2_fields_py(
     return whole if into is None else tuple.__new__(into, whole)
 
 
+def send_batch_fields_py(header: Header) -> SendV2Fields | None:
+    """send_v2_fields's tuple for a SEND_BATCH_MESSAGE header (the same short field names; the
+    body holds the messages), read the reference's way."""
+    command = _decoded(header, RequestCode.SEND_BATCH_MESSAGE)
+    return None if command is None else _fields(command)
+
+
 def _decoded(header: bytes | bytearray | memoryview, code: int) -> RemotingCommand | None:
     try:
         command = decode_json_header(header)
@@ -112,3 +120,4 @@ def _fields(command: RemotingCommand) -> SendV2Fields | None:
 
 
 send_v2_fields = implementation("send_v2_fields", send_v2_fields_py)
+send_batch_fields = implementation("send_batch_fields", send_batch_fields_py)

@@ -31,13 +31,13 @@ import structlog
 
 from sidewinder.broker.config import BrokerConfig
 from sidewinder.broker.groups import SubscriptionGroups
-from sidewinder.broker.send.lane import SERVED, LaneResult, SendLane, SendLanePy
+from sidewinder.broker.send.lane import COUNTS, LaneResult, SendLane, SendLanePy, served_sends
 from sidewinder.broker.send.reply import STORED_CODES, SendReplies
 from sidewinder.broker.send.request import host_of, request_from_command
 from sidewinder.broker.send.route import Item, Routed, SendRouter
 from sidewinder.broker.timer import TimerSettings
 from sidewinder.broker.topics import TopicTable
-from sidewinder.protocol.codes import RequestCode, ResponseCode
+from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.command import ONEWAY_FLAG, RemotingCommand
 from sidewinder.protocol.errors import SidewinderError
 from sidewinder.protocol.record import Host
@@ -200,23 +200,20 @@ class SendProcessor:
         return self._lane[1]
 
     def _lane_answer(self, ctx: RequestContext, results: list[LaneResult], started: float) -> None:
-        stored = oneway = 0
+        stored = 0
         replies: list[bytes] = []
         topics: list[tuple[str, int, int]] = []
         later: list[bytes] = []
-        waiting: list[bytes] = []
         settle_end = 0
         for result in results:
             if not result.stored:
                 continue
             stored += result.stored
-            oneway += result.oneway
             topics += result.topics
             if result.replies:
                 replies.append(result.replies)
             if result.later:
                 later.append(result.later)
-                waiting.append(result.served)
                 settle_end = result.settle_end
         if not stored:
             return
@@ -249,13 +246,13 @@ class SendProcessor:
             code = STORED_CODES.get(status, ResponseCode.SERVICE_NOT_AVAILABLE)
             remark = str(error) if error is not None else self.store.settle_remark(status)
             frames = []
-            for opaque, queue_id, phy, offset, waits in _served(results):
+            for opaque, queue_id, phys, offset, waits in _served(results):
                 if not waits:
                     continue
                 if error is not None:
                     reply = self.replies.unavailable_to(opaque, remark)
                 else:
-                    reply = self.replies.lane_stored(opaque, phy, queue_id, offset, status, remark)
+                    reply = self.replies.lane_stored(opaque, phys, queue_id, offset, status, remark)
                 frames.append(encode_frame(reply))
             ctx.write_frames(frames)
         if self.latency is not None:
@@ -380,16 +377,17 @@ class SendProcessor:
         """Record the lane's requests answered now (`late`: those answered once settled)."""
         assert self.latency is not None
         elapsed_ms = (time.perf_counter() - started) * 1000
-        answered = oneway = 0
+        counts = [0] * len(COUNTS)
         for result in results:
-            waits = result.served[SERVED.size - 1 :: SERVED.size].count(1)
-            answered += waits if late else len(result.served) // SERVED.size - waits
-            oneway += 0 if late else result.oneway
-        code = int(RequestCode.SEND_MESSAGE_V2)
-        if answered:
-            self.latency.observe((code, response_code, False, "success"), elapsed_ms, answered)
-        if oneway:
-            self.latency.observe((code, -1, False, "oneway"), elapsed_ms, oneway)
+            counts = [a + b for a, b in zip(counts, result.counts, strict=True)]
+        for (code, how), count in zip(COUNTS, counts, strict=True):
+            if not count or (how == "later") != late:
+                continue
+            if how == "oneway":
+                key: LatencyKey = (code, -1, False, "oneway")
+            else:
+                key = (code, response_code, False, "success")
+            self.latency.observe(key, elapsed_ms, count)
 
     def _observe_one(self, command: RemotingCommand, response_code: int, started: float) -> None:
         assert self.latency is not None
@@ -402,11 +400,11 @@ class SendProcessor:
         self.latency.observe(key, (time.perf_counter() - started) * 1000)
 
 
-def _served(results: list[LaneResult]) -> Iterator[tuple[int, int, int, int, bool]]:
-    """(opaque, queue id, physical offset, queue offset, waits) of each request the lane
-    served and owes an answer."""
+def _served(results: list[LaneResult]) -> Iterator[tuple[int, int, list[int], int, bool]]:
+    """(opaque, queue id, physical offsets, queue offset, waits) of each send the lane served
+    and owes an answer."""
     for result in results:
-        yield from SERVED.iter_unpack(result.served)
+        yield from served_sends(result.served)
 
 
 def _refused_code(exc: Exception) -> int:

@@ -75,10 +75,11 @@ class SendReplyFrames:
         )
         self._header = head + self._msg_id + rest
         self._header_many = head + b"%s" + rest
-        # The same header in pieces, for the send lane: [0] %016X(phy) [1] queueId [2]
-        # queueOffset [3] opaque [4].
+        # The same header in pieces, for the send lane: [0] msgId: [1] and a physical
+        # offset's %016X, comma-joined for a batch; [2] queueId [3] queueOffset [4] opaque [5].
         self.pieces = (
-            head + host_hex.encode(),
+            head,
+            host_hex.encode(),
             b'","queueId":"',
             b'","queueOffset":"',
             b'",' + tail[1:-1] + b'},"flag":1,"language":"JAVA","opaque":',
@@ -160,15 +161,21 @@ class SendReplies:
         return _command(request).reply(STORED_CODES[status], remark or None, ext_fields=ext)
 
     def lane_stored(
-        self, opaque: int, phy: int, queue_id: int, offset: int, status: PutStatus, remark: str
+        self,
+        opaque: int,
+        phys: list[int],
+        queue_id: int,
+        offset: int,
+        status: PutStatus,
+        remark: str,
     ) -> RemotingCommand:
-        """`stored` for a SEND_MESSAGE_V2 the send lane stored (lane.py)."""
-        ext = self._stored_ext((phy,), queue_id, offset)
+        """`stored` for a send the send lane stored (lane.py; `phys`: its records')."""
+        ext = self._stored_ext(phys, queue_id, offset)
         return _lane_command(opaque).reply(STORED_CODES[status], remark or None, ext_fields=ext)
 
     @staticmethod
     def unavailable_to(opaque: int, remark: str) -> RemotingCommand:
-        """`unavailable` for a SEND_MESSAGE_V2 the send lane served."""
+        """`unavailable` for a send the send lane served."""
         return _lane_command(opaque).reply(ResponseCode.SERVICE_NOT_AVAILABLE, unavailable(remark))
 
     def _stored_ext(self, phys: Sequence[int], queue_id: int, offset: int) -> dict[str, str]:
@@ -219,7 +226,7 @@ def _command(request: SendRequest) -> RemotingCommand:
 
 
 def _lane_command(opaque: int) -> RemotingCommand:
-    """Enough of a SEND_MESSAGE_V2 JSON request to reply to it."""
+    """Enough of a JSON send request to reply to it (a reply does not say the request's code)."""
     return RemotingCommand(
         RequestCode.SEND_MESSAGE_V2, LanguageCode.JAVA, 0, opaque, 0, None, None, None,
         SerializeType.JSON,

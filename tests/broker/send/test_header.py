@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from interop.capture import read_capture
 from interop.fixtures import ensure_fixture
-from sidewinder.broker.send.header import send_v2_fields_py
+from sidewinder.broker.send.header import send_batch_fields_py, send_v2_fields_py
 from sidewinder.broker.send.request import SendRequest
 from sidewinder.common.native import NATIVE
 from sidewinder.protocol.codes import SerializeType
@@ -193,6 +193,25 @@ def test_generated_headers_read_the_same(header: dict[str, Any], style: int) -> 
     except (TypeError, UnicodeEncodeError, orjson.JSONEncodeError):
         return  # not something a header can be
     agree(data)
+
+
+@given(headers(), st.integers(0, 2))
+@example({**PLAIN, "code": 320}, 0)
+def test_generated_batch_headers_read_the_same(header: dict[str, Any], style: int) -> None:
+    """send_batch_fields: the same reader for a SEND_BATCH_MESSAGE header, and never for any
+    other code (nor send_v2_fields for a batch's)."""
+    assert NATIVE is not None
+    header = {**header, "code": 320 if header.get("code") == 310 else header.get("code")}
+    try:
+        data = dumps(header, style)
+    except (TypeError, UnicodeEncodeError, orjson.JSONEncodeError):
+        return
+    expected = send_batch_fields_py(data)
+    got = NATIVE.send_batch_fields(data)
+    assert got is None or got == expected, data
+    assert native(data) is None and send_v2_fields_py(data) is None
+    if header == {**PLAIN, "code": 320}:
+        assert got == (5, 0, "T", 1, 0, 17, 0, 0, "")
 
 
 def test_a_plain_header_is_read_natively_in_every_style() -> None:

@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 
 from interop.capture import read_capture
 from interop.fixtures import ensure_fixture
-from sidewinder.broker.send.lane import SERVED, SendLanePy
+from sidewinder.broker.send.lane import SendLanePy, served_sends
 from sidewinder.broker.send.reply import SendReplyFrames
 from sidewinder.common.native import NATIVE
 from sidewinder.protocol.codes import ResponseCode
 from sidewinder.protocol.record import Host, MessageRecord, decode_record
-from sidewinder.remoting.codec import decode_frame
+from sidewinder.remoting.codec import FrameDecoder, decode_frame
 from tests.hot_path import using
 from tests.remoting.mutations import mutate
 
@@ -122,8 +122,9 @@ def test_plain_sends_are_stored_and_answered() -> None:
     )
     (result, out, offsets, asked) = agree(frames, late=True)
     position, used, need, skipped, replies, later, served, settle_end = result[:8]
-    topics, touched, stored, oneway = result[8:]
-    assert (position, need, skipped, stored, oneway) == (len(frames), 0, [], 3, 1)
+    topics, touched, stored, counts = result[8:]
+    assert (position, need, skipped, stored) == (len(frames), 0, [], 3)
+    assert counts == (1, 1, 1, 0, 0, 0)  # one answered now, one oneway, one later
     assert asked == ["T", "U"]
     assert offsets == {("T", 1): 43, ("U", 3): 1}
     assert touched == [(("T", 1), 41), (("U", 3), 0)]
@@ -152,10 +153,47 @@ def test_plain_sends_are_stored_and_answered() -> None:
     now = decode_frame(replies)
     assert now.opaque == 3 and now.ext_fields is not None
     assert now.ext_fields["queueOffset"] == "42" and now.ext_fields["MSG_REGION"] == 'r%d-"ü'
-    assert list(SERVED.iter_unpack(served)) == [
-        (1, 1, PHY, 41, True),
-        (3, 1, PHY + records[0].total_size + records[1].total_size, 42, False),
+    assert list(served_sends(served)) == [
+        (1, 1, [PHY], 41, True),
+        (3, 1, [PHY + records[0].total_size + records[1].total_size], 42, False),
     ]
+
+
+def batch_body(entries: list[tuple[int, bytes, bytes]]) -> bytes:
+    """A SEND_BATCH_MESSAGE body: (flag, body, properties) per message."""
+    out = b""
+    for flag, body, properties in entries:
+        total = 20 + len(body) + 2 + len(properties)
+        out += struct.pack(">iiiii", total, 0, 0, flag, len(body)) + body
+        out += struct.pack(">H", len(properties)) + properties
+    return out
+
+
+def test_a_batch_is_stored_as_a_run_of_records() -> None:
+    body = batch_body([(0, b"a", b"KEYS\x01k\x02"), (3, b"bb", b""), (0, b"ccc", b"WAIT\x01false")])
+    plain = frame(send_header(opaque=2), b"one")
+    frames = frame(send_header("U", "3", opaque=1, code=320), body) + plain
+    result, out, offsets, _ = agree(frames, late=True)
+    assert result[0] == len(frames) and result[10] == 4
+    assert result[11] == (0, 0, 1, 0, 0, 1)  # both wait (the batch: as its first message)
+    records = []
+    at = AT
+    while at < AT + result[1]:
+        records.append(record_at(out, at))
+        at += records[-1].total_size
+    assert [(r.topic, r.queue_offset, bytes(r.body), r.flag) for r in records] == [
+        ("U", 0, b"a", 0), ("U", 1, b"bb", 3), ("U", 2, b"ccc", 0), ("T", 41, b"one", 0)
+    ]  # fmt: skip
+    assert bytes(records[0].properties_bytes) == b"KEYS\x01k\x02" + CLUSTER
+    assert bytes(records[2].properties_bytes) == b"WAIT\x01false\x02" + CLUSTER  # kept
+    assert offsets[("U", 3)] == 3
+    decoder = FrameDecoder()
+    decoder.feed(result[5])
+    reply, plain_reply = decoder.commands()
+    assert reply.ext_fields is not None and (reply.opaque, plain_reply.opaque) == (1, 2)
+    assert reply.ext_fields["msgId"].count(",") == 2 and reply.ext_fields["queueOffset"] == "0"
+    phys = [PHY + sum(r.total_size for r in records[:n]) for n in range(3)]
+    assert next(iter(served_sends(result[6]))) == (1, 3, phys, 0, True)
 
 
 def test_a_send_it_cannot_serve_stops_it_and_other_requests_are_left() -> None:
@@ -177,7 +215,8 @@ def test_a_send_it_cannot_serve_stops_it_and_other_requests_are_left() -> None:
         send_header(properties="TIMER_DELIVER_MS\x011"),
         send_header(properties="TRAN_MSG\x01true"),
         send_header(flag=1),  # a response
-        send_header(code=320),  # a batch
+        send_header(code=320),  # a batch whose body is not one
+        send_header(code=10),  # SEND_MESSAGE: its long names are the generic decode's
         send_header(queue="-1"),
         b'{"opaque":1,"code":11}',  # not opening with its code: taken for a send
     ],
@@ -242,7 +281,21 @@ def chunks(draw: st.DrawFn) -> bytes:
                 sys_flag=draw(st.sampled_from(["0", "0", "4", "8", "16", "32", "131072"])),
                 code=draw(st.sampled_from([310, 310, 310, 10, 320])),
             )
-            frames.append(frame(header, draw(st.binary(max_size=200))))
+            if b'"code":320' in header and draw(st.booleans()):
+                entries = draw(
+                    st.lists(
+                        st.tuples(
+                            st.integers(0, 9),
+                            st.binary(max_size=30),
+                            st.sampled_from(PROPERTY_PIECES).map(lambda p: p.encode()),
+                        ),
+                        max_size=4,
+                    )
+                )
+                body = batch_body(entries)
+            else:
+                body = draw(st.binary(max_size=200))
+            frames.append(frame(header, body))
         elif kind == "other":
             code = draw(st.sampled_from([11, 34, 14, 0, 10]))
             frames.append(frame(b'{"code":%d,"flag":0,"opaque":5}' % code, b"{}"))
@@ -258,7 +311,7 @@ def test_generated_chunks_are_served_the_same(chunk: bytes, room: int, late: boo
 
 # -- the wire captures, mutated -----------------------------------------------------------------
 def send_frames() -> list[bytes]:
-    """Every SEND_MESSAGE_V2 frame of the wire captures, its topic made "T"."""
+    """Every SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE frame of the wire captures, to topic "T"."""
     wire = ensure_fixture("wire")
     found = []
     for name in ("java", "cpp", "node", "go"):
@@ -268,7 +321,7 @@ def send_frames() -> list[bytes]:
             if word >> 24 != 0:
                 continue
             decoded = orjson.loads(header)
-            if decoded.get("code") == 310:
+            if decoded.get("code") in (310, 320):
                 decoded["extFields"]["b"] = "T"
                 decoded["extFields"]["e"] = "1"
                 found.append(frame(orjson.dumps(decoded), captured.raw[8 + len(header) :]))
