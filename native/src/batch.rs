@@ -145,22 +145,34 @@ fn fields<'a>(
     phy_offset: i64,
 ) -> Fields<'a> {
     Fields {
-        topic: shared.topic,
-        queue_id: shared.queue_id,
-        body: entry.body,
-        properties,
-        flag: entry.flag,
-        sys_flag: shared.sys_flag,
-        born_timestamp: shared.born_timestamp,
-        born_address: shared.born_address,
-        born_port: shared.born_port,
-        store_timestamp: shared.store_timestamp,
-        store_address: shared.store_address,
-        store_port: shared.store_port,
-        reconsume_times: shared.reconsume_times,
-        prepared_transaction_offset: shared.prepared_transaction_offset,
         queue_offset,
         phy_offset,
+        ..shared.record(entry.flag, entry.body, properties)
+    }
+}
+
+impl<'a> Shared<'a> {
+    /// A record of these shared fields with its own flag, body and properties (queue and
+    /// physical offsets 0, to be set).
+    pub fn record(&self, flag: i32, body: &'a [u8], properties: &'a [u8]) -> Fields<'a> {
+        Fields {
+            topic: self.topic,
+            queue_id: self.queue_id,
+            body,
+            properties,
+            flag,
+            sys_flag: self.sys_flag,
+            born_timestamp: self.born_timestamp,
+            born_address: self.born_address,
+            born_port: self.born_port,
+            store_timestamp: self.store_timestamp,
+            store_address: self.store_address,
+            store_port: self.store_port,
+            reconsume_times: self.reconsume_times,
+            prepared_transaction_offset: self.prepared_transaction_offset,
+            queue_offset: 0,
+            phy_offset: 0,
+        }
     }
 }
 

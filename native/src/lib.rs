@@ -70,18 +70,7 @@ mod _native {
             return Ok(None);
         };
         if into.is_none() && head.is_none() && tail.is_none() {
-            let fields = (
-                f.opaque,
-                f.flag,
-                f.topic.as_ref(),
-                f.queue_id,
-                f.sys_flag,
-                f.born_timestamp,
-                f.msg_flag,
-                f.reconsume_times,
-                f.properties.as_ref(),
-            );
-            return Ok(Some(fields.into_pyobject(py)?.into_any()));
+            return crate::send_header::fields_tuple(py, &f).map(Some);
         }
         crate::send_header::fields_into(&f, into, head, tail).map(Some)
     }
@@ -97,18 +86,7 @@ mod _native {
         let Some(f) = crate::send_header::parse_batch(data.as_slice()) else {
             return Ok(None);
         };
-        let fields = (
-            f.opaque,
-            f.flag,
-            f.topic.as_ref(),
-            f.queue_id,
-            f.sys_flag,
-            f.born_timestamp,
-            f.msg_flag,
-            f.reconsume_times,
-            f.properties.as_ref(),
-        );
-        Ok(Some(fields.into_pyobject(py)?.into_any()))
+        crate::send_header::fields_tuple(py, &f).map(Some)
     }
 
     /// What dispatch writes for the records of one CommitLog segment from `position`, by a

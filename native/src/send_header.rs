@@ -24,6 +24,22 @@ pub struct SendV2<'a> {
     pub properties: Cow<'a, str>,
 }
 
+/// The nine fields as a plain tuple (send_v2_fields's).
+pub fn fields_tuple<'py>(py: Python<'py>, f: &SendV2<'_>) -> PyResult<Bound<'py, PyAny>> {
+    let fields = (
+        f.opaque,
+        f.flag,
+        f.topic.as_ref(),
+        f.queue_id,
+        f.sys_flag,
+        f.born_timestamp,
+        f.msg_flag,
+        f.reconsume_times,
+        f.properties.as_ref(),
+    );
+    Ok(fields.into_pyobject(py)?.into_any())
+}
+
 /// `fields` as an instance of `into` (tuple, or a subclass such as a NamedTuple; None: tuple)
 /// between `head`'s items and `tail`'s, as `tuple.__new__(into, head + fields + tail)` makes
 /// it, without the call through `tuple.__new__` nor the tuples in between.

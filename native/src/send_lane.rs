@@ -12,7 +12,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::batch;
 use crate::buffer::{ReadBuf, WriteBuf};
-use crate::record::{encode_into, record_size, Fields, MAX_PROPERTIES_LENGTH};
+use crate::record::{encode_into, record_size, MAX_PROPERTIES_LENGTH};
 use crate::send_header;
 
 const RESPONSE_FLAG: i32 = 0x1;
@@ -275,24 +275,6 @@ impl SendLane {
             let batch = code == SEND_BATCH_MESSAGE;
             let queue_id = f.queue_id as i32;
             let stored_sys_flag = (f.sys_flag as i32 & !HOSTS_V6_MASK) | v6_bits;
-            let mut fields = Fields {
-                topic: encoded_topic,
-                queue_id,
-                body: &[],
-                properties: &[],
-                flag: f.msg_flag as i32,
-                sys_flag: stored_sys_flag,
-                born_timestamp: f.born_timestamp,
-                born_address: &born_address,
-                born_port,
-                store_timestamp: stamp,
-                store_address: &self.store_address,
-                store_port: self.store_port,
-                reconsume_times: f.reconsume_times as i32,
-                prepared_transaction_offset: 0,
-                queue_offset: 0,
-                phy_offset: 0,
-            };
             let shared = batch::Shared {
                 topic: encoded_topic,
                 queue_id,
@@ -306,6 +288,7 @@ impl SendLane {
                 reconsume_times: f.reconsume_times as i32,
                 prepared_transaction_offset: 0,
             };
+            let mut fields = shared.record(f.msg_flag as i32, &[], &[]);
             let (size, wait, planned) = if batch {
                 // A timer message's properties are its own, in the body.
                 if body.windows(9).any(|w| w == b"TIMER_DEL") {

@@ -237,8 +237,7 @@ class SendProcessor:
         started: float,
     ) -> None:
         """Answer the lane's waiting producers once the CommitLog is settled for them."""
-        error = done.exception()
-        status = PutStatus.SERVICE_NOT_AVAILABLE if error is not None else done.result()
+        error, status = _settled(done)
         code: int = ResponseCode.SUCCESS
         if status is PutStatus.PUT_OK:
             ctx.write_frames(later)
@@ -321,8 +320,7 @@ class SendProcessor:
         done: asyncio.Future[PutStatus],
         started: float,
     ) -> None:
-        error = done.exception()
-        status = PutStatus.SERVICE_NOT_AVAILABLE if error is not None else done.result()
+        error, status = _settled(done)
         code: int = ResponseCode.SUCCESS
         if status is PutStatus.PUT_OK:
             frames = self._stored_frames(asks, appended, indexes)
@@ -405,6 +403,12 @@ def _served(results: list[LaneResult]) -> Iterator[tuple[int, int, list[int], in
     and owes an answer."""
     for result in results:
         yield from served_sends(result.served)
+
+
+def _settled(done: asyncio.Future[PutStatus]) -> tuple[BaseException | None, PutStatus]:
+    """What a settled future says: the error (a failed flush) or None, and the status."""
+    error = done.exception()
+    return error, PutStatus.SERVICE_NOT_AVAILABLE if error is not None else done.result()
 
 
 def _refused_code(exc: Exception) -> int:
