@@ -205,7 +205,8 @@ impl SendLane {
         let (mut settle_end, mut stored) = (0i64, 0usize);
         let mut counts = [0usize; 6]; // lane.py's COUNTS
         let mut topics: Vec<Topic> = Vec::new();
-        let mut per_topic: Vec<(usize, usize, usize)> = Vec::new(); // topic, messages, bytes
+        // topic, messages, bytes, sends
+        let mut per_topic: Vec<(usize, usize, usize, usize)> = Vec::new();
         let mut queues: Vec<Queue> = Vec::new();
         let mut properties: Vec<u8> = Vec::new();
 
@@ -368,12 +369,13 @@ impl SendLane {
             };
             let messages = phys.len();
             queues[queue].next += messages as i64;
-            match per_topic.iter_mut().find(|(t, _, _)| *t == topic) {
-                Some(counts) => {
-                    counts.1 += messages;
-                    counts.2 += size;
+            match per_topic.iter_mut().find(|(t, _, _, _)| *t == topic) {
+                Some(totals) => {
+                    totals.1 += messages;
+                    totals.2 += size;
+                    totals.3 += 1;
                 }
-                None => per_topic.push((topic, messages, size)),
+                None => per_topic.push((topic, messages, size, 1)),
             }
             stored += messages;
             let kind = if batch { 3 } else { 0 };
@@ -411,9 +413,9 @@ impl SendLane {
             touched.append((key, queue.before))?;
         }
         let topic_counts = PyList::empty(py);
-        for (topic, messages, bytes) in &per_topic {
+        for (topic, messages, bytes, sends) in &per_topic {
             let (name, _, _) = topics[*topic].found.as_ref().expect("a topic stored to");
-            topic_counts.append((name.bind(py), *messages, *bytes))?;
+            topic_counts.append((name.bind(py), *messages, *bytes, *sends))?;
         }
         let skipped = PyList::new(py, skipped)?;
         (

@@ -103,14 +103,16 @@ class Appender:
             self._wrote()
         return first, end, remark
 
-    def count_encoded(self, topics: Sequence[tuple[str, int, int]], elapsed_ms: float) -> None:
-        """Count what append_encoded stored: (topic, messages, bytes) per topic, one put each."""
-        count = size = 0
-        for topic, messages, length in topics:
-            self.stats.record_topic_put(topic, messages, length, messages)
+    def count_encoded(self, topics: Sequence[tuple[str, int, int, int]], elapsed_ms: float) -> None:
+        """Count what append_encoded stored: (topic, messages, bytes, puts) per topic (a batch
+        send is one put)."""
+        count = size = puts = 0
+        for topic, messages, length, sends in topics:
+            self.stats.record_topic_put(topic, messages, length, sends)
             count += messages
             size += length
-        self.stats.record_put(count, size, elapsed_ms, puts=count)
+            puts += sends
+        self.stats.record_put(count, size, elapsed_ms, puts=puts)
 
     def _write(
         self, items: Sequence[MessageToStore | BatchToStore | MessageRun], stamp: int

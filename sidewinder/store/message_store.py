@@ -214,7 +214,7 @@ class MessageStore:
         The caller counts what it stored with `count_encoded`."""
         return self._appender.append_encoded(write)
 
-    def count_encoded(self, topics: Sequence[tuple[str, int, int]], elapsed_ms: float) -> None:
+    def count_encoded(self, topics: Sequence[tuple[str, int, int, int]], elapsed_ms: float) -> None:
         self._appender.count_encoded(topics, elapsed_ms)
 
     # Plain functions handing back the Appender's coroutine: no second frame per put.

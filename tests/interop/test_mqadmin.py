@@ -12,7 +12,7 @@ from interop.mqadmin import MQAdminError, create_topic, mqadmin
 from interop.target import ClusterTarget
 from tests.helpers import unique
 from tests.interop.admin_queries import broker_status_after_warm_up, mqadmin_after_warm_up
-from tests.interop.scenarios import consume, produce, start_consumer
+from tests.interop.scenarios import consume, produce, start_consumer, wait_until_routed
 
 pytestmark = pytest.mark.interop
 
@@ -113,6 +113,9 @@ def test_group_queue_and_config_commands(target: ClusterTarget) -> None:
     # It waits for a fifth message, so it is online while the tool looks.
     consumer = start_consumer(target, "java", topic, 5, group=group)
     try:
+        # The tool finds the group's broker by its retry topic's route, which the broker
+        # registers a moment after the consumer's heartbeat made it (later under load).
+        wait_until_routed(ns, f"%RETRY%{group}")
         connection = mqadmin(ns, "consumerConnection", "-g", group).stdout
         assert re.search(r"^\S+@\S+\s+\S+:\d+\s+JAVA\s+V4_9_8\s*$", connection, re.M), connection
         assert re.search(rf"^{topic}\s+\*", connection, re.MULTILINE), connection

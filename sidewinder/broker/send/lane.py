@@ -34,7 +34,7 @@ The result (a LaneResult):
                physical offset, queue offset, whether it waits, how many more records) then
                the others' physical offsets (">q" each): to answer it otherwise
     settle_end the CommitLog offset `later` waits for (0: none)
-    topics     (name, messages, bytes) per topic stored to
+    topics     (name, messages, bytes, sends) per topic stored to (a batch is one send)
     touched    ((name, queue id), its queue offset before) per queue stored to
     stored     messages stored
     counts     sends stored, by how they are answered: SEND_MESSAGE_V2 now, oneway (no reply),
@@ -86,7 +86,7 @@ class LaneResult(NamedTuple):
     later: bytes
     served: bytes
     settle_end: int
-    topics: list[tuple[str, int, int]]
+    topics: list[tuple[str, int, int, int]]
     touched: list[tuple[QueueKey, int]]
     stored: int
     counts: tuple[int, int, int, int, int, int]
@@ -203,9 +203,10 @@ class SendLanePy:
                 encode_record(item, out, at + used, **where)
                 phys = [phy + used]
             queue_offsets[key] = queue_offset + item.count
-            totals = per_topic.setdefault(item.topic_name, [0, 0])
+            totals = per_topic.setdefault(item.topic_name, [0, 0, 0])
             totals[0] += item.count
             totals[1] += size
+            totals[2] += 1
             stored += item.count
             kind = 3 if batch else 0
             if flag & ONEWAY_FLAG:
@@ -235,7 +236,7 @@ class SendLanePy:
             bytes(later),
             bytes(served),
             settle_end,
-            [(name, count, size) for name, (count, size) in per_topic.items()],
+            [(name, count, size, sends) for name, (count, size, sends) in per_topic.items()],
             list(touched.items()),
             stored,
             (counts[0], counts[1], counts[2], counts[3], counts[4], counts[5]),

@@ -202,7 +202,7 @@ class SendProcessor:
     def _lane_answer(self, ctx: RequestContext, results: list[LaneResult], started: float) -> None:
         stored = 0
         replies: list[bytes] = []
-        topics: list[tuple[str, int, int]] = []
+        topics: list[tuple[str, int, int, int]] = []
         later: list[bytes] = []
         settle_end = 0
         for result in results:

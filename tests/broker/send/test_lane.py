@@ -144,8 +144,8 @@ def test_plain_sends_are_stored_and_answered() -> None:
     assert bytes(records[2].properties_bytes) == CLUSTER
     assert records[0].born_host == Host(bytes([10, 0, 0, 9]), 55555)
     assert records[0].store_timestamp == STAMP
-    assert topics == [("T", 2, records[0].total_size + records[2].total_size),
-                      ("U", 1, records[1].total_size)]  # fmt: skip
+    assert topics == [("T", 2, records[0].total_size + records[2].total_size, 2),
+                      ("U", 1, records[1].total_size, 1)]  # fmt: skip
     # The first waits (SYNC_FLUSH: answered once settled), the third asked not to.
     waiting = decode_frame(later)
     assert waiting.opaque == 1 and waiting.code == ResponseCode.SUCCESS
@@ -187,6 +187,8 @@ def test_a_batch_is_stored_as_a_run_of_records() -> None:
     assert bytes(records[0].properties_bytes) == b"KEYS\x01k\x02" + CLUSTER
     assert bytes(records[2].properties_bytes) == b"WAIT\x01false\x02" + CLUSTER  # kept
     assert offsets[("U", 3)] == 3
+    sizes = [r.total_size for r in records]
+    assert result[8] == [("U", 3, sum(sizes[:3]), 1), ("T", 1, sizes[3], 1)]  # a batch: 1 put
     decoder = FrameDecoder()
     decoder.feed(result[5])
     reply, plain_reply = decoder.commands()
