@@ -50,6 +50,7 @@ from typing import NamedTuple
 
 from sidewinder.broker.send.body import strip_wait, waits
 from sidewinder.broker.send.header import send_batch_fields, send_v2_fields
+from sidewinder.broker.send.reply import ReplyPieces, success_frame
 from sidewinder.common.native import implementation
 from sidewinder.protocol.batch_record import BatchToStore, batch_to_store, encode_batch
 from sidewinder.protocol.command import ONEWAY_FLAG, RESPONSE_FLAG
@@ -112,7 +113,7 @@ class SendLanePy:
         store_address: bytes,
         store_port: int,
         cluster_property: bytes,
-        reply_pieces: tuple[bytes, bytes, bytes, bytes, bytes, bytes],
+        reply_pieces: ReplyPieces,
         max_frame: int,
     ) -> None:
         self.store_host = Host(store_address, store_port)
@@ -124,12 +125,7 @@ class SendLanePy:
         self.max_frame = max_frame
 
     def reply(self, opaque: int, phys: list[int], queue_id: int, queue_offset: int) -> bytes:
-        head, host, at_queue, at_offset, at_opaque, tail = self.reply_pieces
-        ids = b",".join([b"%s%016X" % (host, phy) for phy in phys])
-        header = b"%s%s%s%d%s%d%s%d%s" % (
-            head, ids, at_queue, queue_id, at_offset, queue_offset, at_opaque, opaque, tail
-        )  # fmt: skip
-        return _FRAME.pack(4 + len(header), len(header)) + header
+        return success_frame(self.reply_pieces, opaque, phys, queue_id, queue_offset)
 
     def serve(
         self,

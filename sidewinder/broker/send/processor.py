@@ -180,12 +180,10 @@ class SendProcessor:
         except Exception as exc:  # the file write failed: nothing served is known stored
             log.warning("send.lane_write_failed", error=repr(exc))
             self._lane_refused(ctx, results, str(exc))
-            return position, [span for result in results for span in result.skipped]
-        if not results:
-            return start, []  # the store takes no writes: the generic path says why
-        self._lane_answer(ctx, results, started)
-        if len(results) == 1:
-            return position, results[0].skipped
+        else:
+            if not results:
+                return start, []  # the store takes no writes: the generic path says why
+            self._lane_answer(ctx, results, started)
         return position, [span for result in results for span in result.skipped]
 
     def _send_lane(self, max_frame: int) -> SendLanePy:

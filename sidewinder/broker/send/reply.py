@@ -54,6 +54,21 @@ _PREFIX = struct.Struct(">ii")
 _JSON_TYPE = SerializeType.JSON << 24
 
 
+ReplyPieces = tuple[bytes, bytes, bytes, bytes, bytes, bytes]
+
+
+def success_frame(
+    pieces: ReplyPieces, opaque: int, phys: list[int], queue_id: int, queue_offset: int
+) -> bytes:
+    """A SUCCESS frame from a template's pieces (SendReplyFrames.pieces)."""
+    head, host, at_queue, at_offset, at_opaque, tail = pieces
+    ids = b",".join([b"%s%016X" % (host, phy) for phy in phys])
+    header = b"%s%s%s%d%s%d%s%d%s" % (
+        head, ids, at_queue, queue_id, at_offset, queue_offset, at_opaque, opaque, tail
+    )  # fmt: skip
+    return _PREFIX.pack(4 + len(header), _JSON_TYPE | len(header)) + header
+
+
 class SendReplyFrames:
     """Encoded SUCCESS replies to SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE, the numbers filled
     into a template: msgId (the offsetMsgIds, comma-joined for a batch), queueId, the queue
@@ -62,23 +77,11 @@ class SendReplyFrames:
     def __init__(self, region: str, trace_on: bool, store_host: Host) -> None:
         self.key = (region, trace_on)
         host_hex = encode_offset_msg_id(store_host.address, store_host.port, 0)[:-16]
-        self._msg_id = host_hex.encode() + b"%016X"  # the host's hex, then the offset's
         tail = orjson.dumps({"MSG_REGION": region, "TRACE_ON": "true" if trace_on else "false"})
-        head = b'{"code":0,"extFields":{"msgId":"'
-        rest = (
-            b'","queueId":"%d","queueOffset":"%d",'
-            + tail[1:-1].replace(b"%", b"%%")
-            + b'},"flag":1,"language":"JAVA","opaque":%d,"serializeTypeCurrentRPC":"JSON",'
-            + b'"version":'
-            + str(CURRENT_VERSION).encode()
-            + b"}"
-        )
-        self._header = head + self._msg_id + rest
-        self._header_many = head + b"%s" + rest
-        # The same header in pieces, for the send lane: [0] msgId: [1] and a physical
-        # offset's %016X, comma-joined for a batch; [2] queueId [3] queueOffset [4] opaque [5].
-        self.pieces = (
-            head,
+        # The header in pieces (the send lane's too): [0] msgId: [1] and a physical offset's
+        # %016X, comma-joined for a batch; [2] queueId [3] queueOffset [4] opaque [5].
+        self.pieces: ReplyPieces = (
+            b'{"code":0,"extFields":{"msgId":"',
             host_hex.encode(),
             b'","queueId":"',
             b'","queueOffset":"',
@@ -87,17 +90,13 @@ class SendReplyFrames:
         )
 
     def success(self, opaque: int, phy_offset: int, queue_id: int, queue_offset: int) -> bytes:
-        header = self._header % (phy_offset, queue_id, queue_offset, opaque)
-        return _PREFIX.pack(4 + len(header), _JSON_TYPE | len(header)) + header
+        return success_frame(self.pieces, opaque, [phy_offset], queue_id, queue_offset)
 
     def success_many(
         self, opaque: int, phy_offsets: list[int], queue_id: int, queue_offset: int
     ) -> bytes:
         """A batch's: every message's offsetMsgId, comma-joined."""
-        msg_id = self._msg_id
-        ids = b",".join([msg_id % phy for phy in phy_offsets])
-        header = self._header_many % (ids, queue_id, queue_offset, opaque)
-        return _PREFIX.pack(4 + len(header), _JSON_TYPE | len(header)) + header
+        return success_frame(self.pieces, opaque, phy_offsets, queue_id, queue_offset)
 
 
 class SendReplies:
