@@ -117,8 +117,37 @@ def start_spy(py_spy: Path, pid: int, raw: Path) -> subprocess.Popen[bytes]:
 
 
 def stop_spy(spy: subprocess.Popen[bytes]) -> None:
-    spy.send_signal(2)  # py-spy writes its file on SIGINT
+    spy.send_signal(2)  # py-spy and perf write their files on SIGINT
     spy.wait(30)
+
+
+def start_perf(perf: str, pid: int, data: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [perf, "record", "-F", "999", "-p", str(pid), "-o", str(data)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+_PERF_LINE = re.compile(r"^\s*([\d.]+)%\s+(\S+)\s+\[(.)\]\s+(.+?)\s*$")
+
+
+def perf_symbols(perf: str, files: list[Path]) -> collections.Counter[str]:
+    """Each symbol's share of the samples (kernel ones marked [k]), averaged over `files`."""
+    shares: collections.Counter[str] = collections.Counter()
+    for data in files:
+        report = subprocess.run(
+            [perf, "report", "-i", str(data), "--no-children", "--sort", "dso,sym", "--stdio"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        for line in report.splitlines():
+            found = _PERF_LINE.match(line)
+            if found:
+                share, dso, kind, symbol = found.groups()
+                shares[f"[{kind}] {symbol} ({Path(dso).name})"] += float(share) / len(files)
+    return shares
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,6 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slices", type=int, default=2, help="counted slices")
     parser.add_argument("--py-spy", type=Path, default=None, help="path of a py-spy binary")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument(
+        "--perf",
+        default=None,
+        help="path of perf: the broker's time by native symbol, the kernel's included "
+        "(what py-spy cannot see: socket writes, copies, the Rust extension)",
+    )
     args = parser.parse_args(argv)
     row = next(r for r in bb.ROWS if r.key == args.row)
     plan = bb.Plan(slice_s=args.seconds, rounds=args.slices, warm_passes=1, sides=(args.side,))
@@ -136,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     side = bb.start_side(args.side, row.flush, root, grpc=row.grpc, proxy=row.proxy)
     threads: collections.Counter[str] = collections.Counter()
     spy: subprocess.Popen[bytes] | None = None
+    perf: subprocess.Popen[bytes] | None = None
+    symbols: collections.Counter[str] = collections.Counter()
     try:
         feeder = next((r for r in bb.ROWS if r.topic == row.topic and r.kind == "produce"), row)
         passes = 1 + args.slices
@@ -145,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
             if pass_no >= 1 and args.py_spy is not None:
                 # Only around the measured row: a pull or pop row's feeding produce stays out.
                 spy = start_spy(args.py_spy, side.broker_pid, root / f"py-spy-{pass_no}.txt")
+            if pass_no >= 1 and args.perf is not None:
+                perf = start_perf(args.perf, side.broker_pid, root / f"perf-{pass_no}.data")
             before = thread_ticks(side.broker_pid)
             done = bb.run_slice(side, row, plan, pass_no)
             if pass_no >= 1:
@@ -153,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
             if spy is not None:
                 stop_spy(spy)
                 spy = None
+            if perf is not None:
+                stop_spy(perf)
+                perf = None
             cpu_us = 1e6 * done.broker_cpu_s / done.messages if done.messages else 0.0
             p50 = f"{done.p50_ms:.2f}" if done.p50_ms is not None else "-"
             print(
@@ -163,9 +205,12 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     finally:
-        if spy is not None:
-            stop_spy(spy)
+        for running in (spy, perf):
+            if running is not None:
+                stop_spy(running)
         side.stop()
+        if args.perf is not None:
+            symbols = perf_symbols(args.perf, sorted(root.glob("perf-*.data")))
         collapsed = "\n".join(p.read_text() for p in sorted(root.glob("py-spy-*.txt")))
         # The stores take gigabytes (1 GiB CommitLog files): a run must not leave them behind.
         shutil.rmtree(root, ignore_errors=True)
@@ -175,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, ticks in threads.most_common(args.top):
             cpu_s = ticks / os.sysconf("SC_CLK_TCK")
             print(f"  {100 * ticks / total:5.1f}%  {cpu_s:7.2f} s  {name}")
+    if symbols:
+        print("\nnative symbols (perf, own time):")
+        for name, share in symbols.most_common(args.top):
+            print(f"  {share:5.1f}%  {name}")
     if collapsed:
         own, inclusive = top_functions(collapsed, args.top)
         print("\nown time:")

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 mod batch;
 mod buffer;
 mod dispatch_scan;
+mod gather;
 mod hash;
 mod index;
 mod record;
@@ -25,7 +26,7 @@ mod _native {
     /// Bumped when a function's signature changes, so a stale build in the source tree is
     /// refused rather than called with the wrong arguments.
     #[pymodule_export]
-    const API_VERSION: u32 = 12;
+    const API_VERSION: u32 = 13;
 
     #[pymodule_export]
     use crate::syncer::Syncer;
@@ -95,6 +96,64 @@ mod _native {
     /// keys). The GIL is released while it reads the bytes before `readable` (the segment's
     /// written position), and only those: the event loop appends after them meanwhile.
     /// Reference and contract: `sidewinder.store.dispatch_scan.scan_segment_py`.
+    /// A pull's records in one CommitLog segment, joined: (entries scanned, count, total
+    /// bytes, whether it stopped at an entry outside the segment, body). `count` and `total`
+    /// come in as what earlier segments of the batch took. Reference and contract:
+    /// `sidewinder.store.get_message.gather_run_py`.
+    #[pyfunction]
+    #[allow(clippy::too_many_arguments)]
+    fn gather_run<'py>(
+        py: Python<'py>,
+        entries: &Bound<'py, PyAny>,
+        segment: &Bound<'py, PyAny>,
+        segment_start: i64,
+        segment_end: i64,
+        max_count: usize,
+        max_bytes: i64,
+        tags_codes: Option<&Bound<'py, PyAny>>,
+        count: usize,
+        total: i64,
+    ) -> PyResult<(usize, usize, i64, bool, Bound<'py, PyBytes>)> {
+        let codes: Option<Vec<i64>> = match tags_codes {
+            None => None,
+            Some(set) => {
+                let mut codes = set
+                    .try_iter()?
+                    .map(|code| code?.extract::<i64>())
+                    .collect::<PyResult<Vec<i64>>>()?;
+                codes.sort_unstable();
+                Some(codes)
+            }
+        };
+        let entries = crate::buffer::ReadBuf::get(entries)?;
+        let segment = crate::buffer::ReadBuf::get(segment)?;
+        let limits = crate::gather::Limits {
+            segment_start,
+            segment_end,
+            max_count,
+            max_bytes,
+            tags_codes: codes.as_deref(),
+        };
+        let run = crate::gather::gather(
+            entries.as_slice(),
+            segment.as_slice(),
+            &limits,
+            count,
+            total,
+        );
+        let data = segment.as_slice();
+        let length = run.spans.iter().map(|(start, end)| end - start).sum();
+        let body = PyBytes::new_with(py, length, |out| {
+            let mut at = 0;
+            for &(start, end) in &run.spans {
+                out[at..at + end - start].copy_from_slice(&data[start..end]);
+                at += end - start;
+            }
+            Ok(())
+        })?;
+        Ok((run.scanned, run.count, run.total, run.outside, body))
+    }
+
     #[pyfunction]
     #[allow(clippy::too_many_arguments)]
     fn scan_segment<'py>(

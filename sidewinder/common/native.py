@@ -31,7 +31,7 @@ from types import MappingProxyType, ModuleType
 from typing import Any, Final, Literal, NamedTuple, TypeVar
 
 # The API_VERSION of native/src/lib.rs this Python code calls.
-API_VERSION = 12
+API_VERSION = 13
 ENV = "SIDEWINDER_NATIVE"
 Leg = Literal["native", "python"]
 T = TypeVar("T")
@@ -54,6 +54,7 @@ REFERENCES: Final[Mapping[str, Reference]] = MappingProxyType(
             "sidewinder.protocol.batch_record:encode_batch_py", "encode_batch"
         ),
         "scan_segment": Reference("sidewinder.store.dispatch_scan:scan_segment_py", "scan_segment"),
+        "gather_run": Reference("sidewinder.store.get_message:gather_run_py", "gather_run"),
         "ascii_hash": Reference("sidewinder.store.index_file:ascii_hash_py", "ascii_hash"),
         "put_keys": Reference("sidewinder.store.index_file:put_keys_py", "put_keys"),
         "Syncer": Reference("sidewinder.store.flush:ThreadSyncer", "default_syncer"),

@@ -322,12 +322,14 @@ class MessageStore:
         *,
         tags_codes: frozenset[int] | None = None,
         record_filter: Callable[[memoryview], bool] | None = None,
+        joined: bool = False,
     ) -> GetResult:
         """Up to `max_count` whole records from queue offset `offset` (RocketMQ's getMessage,
         see get_message.py). `tags_codes` filters by the ConsumeQueue's tags hash;
-        `record_filter`, when given, is asked about each record that passes."""
+        `record_filter`, when given, is asked about each record that passes. `joined`: the
+        records as one body (a pull's), not a view each."""
         return self._queries.get_messages(
-            topic, queue_id, offset, max_count, tags_codes, record_filter
+            topic, queue_id, offset, max_count, tags_codes, record_filter, joined
         )
 
     def commit_log_data(self, phy_offset: int, max_bytes: int) -> bytes | None:

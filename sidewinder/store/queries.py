@@ -44,6 +44,7 @@ class StoreQueries:
         max_count: int,
         tags_codes: frozenset[int] | None,
         record_filter: Callable[[memoryview], bool] | None,
+        joined: bool = False,
     ) -> GetResult:
         started = time.perf_counter()
         queue = self._queues.queues.get((topic, queue_id))
@@ -61,8 +62,9 @@ class StoreQueries:
                 ),
                 tags_codes,
                 record_filter,
+                joined,
             )
-        self._stats.record_get(len(result.messages), (time.perf_counter() - started) * 1000)
+        self._stats.record_get(result.count, (time.perf_counter() - started) * 1000)
         return result
 
     def commit_log_data(self, phy_offset: int, max_bytes: int) -> bytes | None:

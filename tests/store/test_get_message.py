@@ -10,15 +10,24 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sidewinder.common.native import NATIVE
 from sidewinder.protocol.message import encode_properties, tags_code
 from sidewinder.protocol.record import Host, MessageToStore, decode_record
 from sidewinder.store.commit_log import CommitLog
-from sidewinder.store.consume_queue import CQ_ENTRY_SIZE, ConsumeQueue
-from sidewinder.store.get_message import GetLimits, GetResult, GetStatus, get_message
+from sidewinder.store.consume_queue import CQ_ENTRY, CQ_ENTRY_SIZE, ConsumeQueue
+from sidewinder.store.get_message import (
+    GetLimits,
+    GetResult,
+    GetStatus,
+    gather_run_py,
+    get_message,
+)
 from sidewinder.store.mapped_file_queue import MappedFileQueue
+from tests.hot_path import IMPLEMENTATIONS, using
 
 HOST = Host(b"\x7f\x00\x00\x01", 10911)
 TAGS = ("TagA", "TagB", "TagC")
@@ -82,7 +91,21 @@ def observed(got: GetResult) -> tuple[GetStatus, int, int, int, list[bytes]]:
     messages = [bytes(m) for m in got.messages]
     assert got.buffer_total_size == sum(map(len, messages))
     assert got.body() == b"".join(messages)
+    assert got.count == len(messages)
     return got.status, got.next_begin_offset, got.min_offset, got.max_offset, messages
+
+
+def observed_joined(got: GetResult) -> tuple[GetStatus, int, int, int, bytes, int]:
+    """A joined read: the body and count stand in for the views."""
+    assert not got.messages and got.buffer_total_size == len(got.body())
+    return (
+        got.status,
+        got.next_begin_offset,
+        got.min_offset,
+        got.max_offset,
+        got.body(),
+        got.count,
+    )
 
 
 @st.composite
@@ -161,7 +184,15 @@ def test_get_message_returns_what_entry_by_entry_reading_returned(
                     (lambda view, m=modulus: zlib.crc32(view) % m != 0) if modulus else None
                 )
                 args = (queue, log.files, offset, max_count, limits, codes, keep)
-                assert observed(get_message(*args)) == oracle(*args)
+                expected = oracle(*args)
+                assert observed(get_message(*args)) == expected
+                if keep is None:  # a pull's read: the body joined as it is cut out
+                    status, next_begin, low, high, records = expected
+                    want = (status, next_begin, low, high, b"".join(records), len(records))
+                    for leg in IMPLEMENTATIONS if NATIVE is not None else ("python",):
+                        with using(leg):
+                            joined = get_message(*args, joined=True)
+                        assert observed_joined(joined) == want, leg
         finally:
             queue.close()
             log.close()
@@ -211,3 +242,45 @@ def test_a_pull_limited_by_bytes_stops_before_the_record_that_would_overflow(
     assert (len(one.messages), one.next_begin_offset) == (1, 1)
     queue.close()
     log.close()
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    entries=st.binary(max_size=300)
+    | st.lists(
+        st.tuples(
+            st.integers(-5, 1200) | st.sampled_from([0, 2**63 - 1, -(2**63)]),
+            st.integers(-3, 300) | st.sampled_from([0x7FFFFFFF, -(2**31)]),
+            st.sampled_from([0, 1, 2, -1, 2**63 - 1]),
+        ),
+        max_size=20,
+    ).map(lambda rows: b"".join(CQ_ENTRY.pack(*row) for row in rows)),
+    segment=st.binary(max_size=900),
+    segment_start=st.sampled_from([0, 100, 1000]),
+    span=st.sampled_from([0, 300, 900, 5000]),
+    max_count=st.integers(0, 40),
+    max_bytes=st.integers(0, 2000),
+    tags=st.none() | st.frozensets(st.sampled_from([0, 1, 2, -1, 2**63 - 1])),
+    count=st.integers(0, 3),
+    total=st.integers(0, 500),
+)
+def test_gather_run_gives_its_reference_answer_for_any_bytes(
+    entries: bytes,
+    segment: bytes,
+    segment_start: int,
+    span: int,
+    max_count: int,
+    max_bytes: int,
+    tags: frozenset[int] | None,
+    count: int,
+    total: int,
+) -> None:
+    """The Rust gather reads untrusted-looking entries (any offsets, sizes and tags, partial
+    tails) exactly as the reference does, never outside the segment."""
+    if NATIVE is None:
+        pytest.skip("sidewinder._native is not loaded (SIDEWINDER_NATIVE=0?)")
+    args = (entries, segment, segment_start, segment_start + span, max_count, max_bytes, tags)
+    assert NATIVE.gather_run(*args, count, total) == gather_run_py(*args, count, total)
+    assert NATIVE.gather_run(memoryview(entries), memoryview(segment), *args[2:], count, total) == (
+        gather_run_py(*args, count, total)
+    )

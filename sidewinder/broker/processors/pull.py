@@ -201,6 +201,7 @@ class PullProcessor:
             header.max_msg_nums,
             tags_codes=codes,
             record_filter=record_filter,
+            joined=True,
         )
         code = self._code(got, header.queue_offset)
         suggest = self._suggested_broker(header, got) if self.config.slave_read_enable else 0
@@ -214,14 +215,14 @@ class PullProcessor:
             header.topic,
             header.consumer_group,
             header.queue_id,
-            len(got.messages),
-            got.buffer_total_size if got.messages else 0,
+            got.count,
+            got.buffer_total_size,
             got.next_begin_offset,
         )
         ext = PullMessageResponseHeader(
             suggest, got.next_begin_offset, got.min_offset, got.max_offset
         ).to_ext()
-        body = got.body() if got.messages else None
+        body = got.body() if got.count else None
         reply = request.reply(
             code,
             None if code == ResponseCode.SUCCESS else got.status.name,
@@ -240,7 +241,7 @@ class PullProcessor:
         group = self.groups.find(header.consumer_group)
         if group is None:
             return 0
-        if got.messages:
+        if got.count:
             # The last entry the pull read, as RocketMQ's maxPhyOffsetPulling.
             last = got.next_begin_offset - 1
             entry = self.store.queue_entry(header.topic, header.queue_id, last)
