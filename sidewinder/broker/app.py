@@ -279,6 +279,7 @@ class BrokerApp:
             recall=RecallProcessor(
                 config, self.topics, self.store, timer, host_of(config.broker_addr)
             ),
+            latency=self.rpc_latency,
         )
         if self.acl is not None:
             table.guard(self.acl.check)  # every request, before any processor sees it

@@ -29,6 +29,7 @@ from sidewinder.broker.processors.clients import ClientManageProcessor
 from sidewinder.broker.processors.end_transaction import EndTransactionProcessor
 from sidewinder.broker.processors.offsets import OffsetProcessor
 from sidewinder.broker.processors.pull import PullProcessor
+from sidewinder.broker.processors.pull_lane import PullLane
 from sidewinder.broker.processors.query import QueryProcessor
 from sidewinder.broker.processors.recall import RecallProcessor
 from sidewinder.broker.processors.replies import ByCode, Handler
@@ -44,6 +45,7 @@ from sidewinder.protocol.pop import (
     PopRequestCode,
 )
 from sidewinder.remoting.dispatch import Limits, NotSupported, ProcessorTable, RequestContext
+from sidewinder.remoting.latency import RpcLatency
 from sidewinder.store.config import BrokerRole
 
 
@@ -152,6 +154,7 @@ def build_routes(
     assignment: AssignmentProcessor,
     pop: PopHandlers | None = None,
     recall: RecallProcessor | None = None,
+    latency: RpcLatency | None = None,
 ) -> ProcessorTable:
     fast_failure = config.broker_fast_failure_enable
     table = ProcessorTable(default=NotSupported())
@@ -194,6 +197,9 @@ def build_routes(
             budget_ms=config.wait_time_mills_in_pull_queue if fast_failure else 0,
         ),
     )
+    # Plain pulls read and answered straight from their frames (pull_lane.py); `latency`
+    # times them, as the metrics' wrapper times the processor's `process` calls.
+    table.set_frame_taker(PullLane(pull, latency), R.PULL_MESSAGE)
     if recall is not None:
         table.register(recall, R.RECALL_MESSAGE)
     if pop is not None:

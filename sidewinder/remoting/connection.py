@@ -87,6 +87,8 @@ class Connection(asyncio.Protocol):
             frames.extend(self.decoder.frames())
         except FrameError as exc:
             bad = exc
+        if frames and self.table is not None:
+            frames = self.table.take_frames(self._ctx, frames)
         requests: list[RemotingCommand] = []
         for frame in frames:
             try:

@@ -87,6 +87,14 @@ class FrameLane(Protocol):
         ...
 
 
+class FrameTaker(Protocol):
+    def take_frames(self, ctx: RequestContext, frames: list[RawFrame]) -> list[RawFrame]:
+        """Serve at once the request frames, of one received chunk, that it can read straight
+        from their bytes (answering them itself, skipping the generic decode); the frames
+        left, in order, to be decoded and dispatched as usual."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     concurrency: int = 64
@@ -259,11 +267,12 @@ class ProcessorTable:
         self._default = _Pool(default or NotSupported(), limits)
         self._pools: dict[int, _Pool] = {}
         self._lane: tuple[FrameLane, _Pool] | None = None
+        self._takers: list[tuple[FrameTaker, _Pool]] = []
         self._guard: Guard | None = None
 
     def guard(self, check: Guard) -> None:
-        """Put `check` in front of every processor. The frame lane then stands aside: its
-        frames are decoded and checked like any other request."""
+        """Put `check` in front of every processor. The frame lane and takers then stand
+        aside: their frames are decoded and checked like any other request."""
         self._guard = check
 
     def _admitted(
@@ -298,6 +307,24 @@ class ProcessorTable:
         if pool.running >= pool.limits.concurrency or pool.queue:
             return []
         return decoder.served(functools.partial(lane.take_buffer, ctx))
+
+    def set_frame_taker(self, taker: FrameTaker, code: int) -> None:
+        """Let `taker` read a chunk's whole request frames before they are decoded; what it
+        serves is admitted as the pool of `code` admits (not while that pool's requests
+        queue)."""
+        self._takers.append((taker, self._pools[int(code)]))
+
+    def frame_takers(self) -> list[FrameTaker]:
+        return [taker for taker, _ in self._takers]
+
+    def take_frames(self, ctx: RequestContext, frames: list[RawFrame]) -> list[RawFrame]:
+        """Let the frame takers serve what they can of a chunk's frames; the frames left."""
+        if self._guard is not None:
+            return frames
+        for taker, pool in self._takers:
+            if frames and pool.running < pool.limits.concurrency and not pool.queue:
+                frames = taker.take_frames(ctx, frames)
+        return frames
 
     def register(self, processor: RequestProcessor, *codes: int, limits: Limits = Limits()) -> None:
         """Route `codes` to `processor`; the codes share one pool (one admission queue)."""

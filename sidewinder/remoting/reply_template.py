@@ -12,9 +12,12 @@ codec encodes the header itself. tests/remoting/test_reply_template.py holds the
 from __future__ import annotations
 
 import json
+import struct
 
-from sidewinder.protocol.codes import LanguageCode, SerializeType
-from sidewinder.protocol.command import RemotingCommand
+from sidewinder.protocol.codes import CURRENT_VERSION, LanguageCode, SerializeType
+from sidewinder.protocol.command import RESPONSE_FLAG, RemotingCommand
+
+_PREFIX = struct.Struct(">ii")  # the frame's length, then serialize type and header length
 
 # encode_json_header's key order: code, extFields (in PullMessageResponseHeader's field order),
 # flag, language, opaque, remark (when there is one), serializeTypeCurrentRPC, version.
@@ -31,11 +34,6 @@ def pull_reply_header(
     """`reply`'s JSON header, its extFields PullMessageResponseHeader's four numbers."""
     if reply.serialize_type is not SerializeType.JSON or reply.language is not LanguageCode.JAVA:
         return None
-    remark = (
-        b""
-        if reply.remark is None
-        else b',"remark":' + json.dumps(reply.remark, ensure_ascii=False).encode()
-    )
     return _PULL_REPLY % (
         reply.code,
         suggest_which_broker_id,
@@ -44,6 +42,41 @@ def pull_reply_header(
         high,
         reply.flag,
         reply.opaque,
-        remark,
+        _remark(reply.remark),
         reply.version,
+    )
+
+
+def pull_reply_frame(
+    opaque: int,
+    code: int,
+    remark: str | None,
+    suggest_which_broker_id: int,
+    next_begin: int,
+    low: int,
+    high: int,
+    body: bytes | None,
+) -> list[bytes]:
+    """The whole reply frame to a JSON PULL_MESSAGE request, as pieces for `writelines` (the
+    body not copied): what encode_command makes of `request.reply(...)` with that header."""
+    header = _PULL_REPLY % (
+        code,
+        suggest_which_broker_id,
+        next_begin,
+        low,
+        high,
+        RESPONSE_FLAG,
+        opaque,
+        _remark(remark),
+        CURRENT_VERSION,
+    )
+    length = len(header)
+    if body:
+        return [_PREFIX.pack(4 + length + len(body), length) + header, body]
+    return [_PREFIX.pack(4 + length, length) + header]
+
+
+def _remark(remark: str | None) -> bytes:
+    return (
+        b"" if remark is None else b',"remark":' + json.dumps(remark, ensure_ascii=False).encode()
     )

@@ -123,13 +123,19 @@ class DispatchLoop:
                 waiting.append((target, future))
         self._catch_up = waiting
 
+    @property
+    def is_caught_up(self) -> bool:
+        """Everything appended so far is dispatched (or dispatch is not running): what
+        `caught_up` would not wait for."""
+        return self._reput.offset >= self._limit() or not self.running
+
     async def caught_up(self, timeout_s: float = 0.5) -> None:
         """Wait (briefly) until everything appended before this call is dispatched, so a
         reader right after a write sees it, as it would on a RocketMQ broker whose reput keeps
         pace; gives up quietly after `timeout_s`."""
-        target = self._limit()
-        if self._reput.offset >= target or not self.running:
+        if self.is_caught_up:
             return
+        target = self._limit()
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._catch_up.append((target, future))
         self.wakeup.set()

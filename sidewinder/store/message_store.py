@@ -297,6 +297,11 @@ class MessageStore:
         else:
             self._dispatch.wakeup.set()
 
+    @property
+    def is_caught_up(self) -> bool:
+        """A reader now sees everything appended before (`caught_up` would not wait)."""
+        return self._dispatch.is_caught_up
+
     async def caught_up(self, timeout_s: float = 0.5) -> None:
         """Wait (briefly) until everything appended before this call is dispatched, so a
         reader right after a write sees it; gives up quietly after `timeout_s`."""

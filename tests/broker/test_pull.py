@@ -6,17 +6,19 @@ bytes being the generic encoder's."""
 from __future__ import annotations
 
 import asyncio
+import struct
 from pathlib import Path
 
 from sidewinder.broker.app import BrokerApp
 from sidewinder.broker.processors.pull import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
+from sidewinder.broker.processors.pull_lane import PullLane
 from sidewinder.protocol.codes import RequestCode, ResponseCode
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from sidewinder.protocol.message import encode_properties
 from sidewinder.protocol.record import Host, MessageRecord, MessageToStore, decode_record
 from sidewinder.remoting.client import RemotingClient
-from sidewinder.remoting.codec import encode_command
+from sidewinder.remoting.codec import decode_frame, encode_command, encode_frame
 from tests.broker.bare_broker import GROUP, TOPIC, broker
 
 HOST = Host(b"\x7f\x00\x00\x01", 10911)
@@ -184,5 +186,77 @@ def test_the_pull_reply_frame_is_what_the_generic_encoder_makes(tmp_path: Path) 
                 frame = encode_command(reply)
                 reply.encoded_header = None
                 assert frame == encode_command(reply)
+
+    asyncio.run(scenario())
+
+
+async def raw_exchange(addr: str, frames: list[bytes]) -> list[bytes]:
+    """Write `frames` in one chunk on a fresh connection; the reply frames, whole, as bytes,
+    in opaque order."""
+    host, port = addr.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(b"".join(frames))
+    replies = []
+    for _ in frames:
+        (length,) = struct.unpack(">i", await reader.readexactly(4))
+        replies.append(struct.pack(">i", length) + await reader.readexactly(length))
+    writer.close()
+    await writer.wait_closed()
+    return sorted(replies, key=lambda frame: decode_frame(frame).opaque)
+
+
+def test_the_pull_lane_answers_byte_for_byte_as_the_generic_path(tmp_path: Path) -> None:
+    """A chunk of pulls of every outcome (found, tag-filtered, nothing yet, past the end, too
+    small an offset, a topic that does not exist, a SQL92 filter the lane leaves to
+    the processor): the reply frames the pull lane writes are the ones the generic path writes
+    for the same chunk (a pass-through guard makes every lane stand aside)."""
+
+    async def scenario() -> None:
+        async with broker(tmp_path, mapped_file_size_commit_log=32 << 10) as (app, addr):
+            for n in range(40):
+                await put(app, n, tag="TagA" if n % 3 else "TagB")
+            requests = [
+                pull_request(0),
+                pull_request(5, max_msg_nums=4),
+                pull_request(0, subscription="TagB"),
+                pull_request(0, subscription="TagC"),
+                pull_request(40),
+                pull_request(99),
+                pull_request(0, queue_id=1),
+                pull_request(3, sys_flag=FLAG_SUBSCRIPTION | FLAG_COMMIT_OFFSET, commit_offset=2),
+                pull_request(0, queue_id=7),
+            ]
+            missing = pull_request(0)
+            assert missing.ext_fields is not None
+            missing.ext_fields["topic"] = "NoSuchTopic"
+            requests.append(missing)
+            sql = pull_request(0)
+            assert sql.ext_fields is not None
+            sql.ext_fields.update(expressionType="SQL92", subscription="a > 1")
+            requests.append(sql)
+            for opaque, request in enumerate(requests, start=100):
+                request.opaque = opaque
+            frames = [encode_frame(request) for request in requests]
+            (pull_lane,) = [t for t in app.server.table.frame_takers() if isinstance(t, PullLane)]
+            lane = await raw_exchange(addr, frames)
+            assert pull_lane.served == len(requests) - 3  # all but the refused and the SQL92
+            app.server.table.guard(lambda ctx, request: None)
+            generic = await raw_exchange(addr, frames)
+            assert [decode_frame(f).code for f in lane] == [
+                ResponseCode.SUCCESS,
+                ResponseCode.SUCCESS,
+                ResponseCode.SUCCESS,
+                ResponseCode.PULL_RETRY_IMMEDIATELY,
+                ResponseCode.PULL_NOT_FOUND,
+                ResponseCode.PULL_OFFSET_MOVED,
+                ResponseCode.PULL_NOT_FOUND,
+                ResponseCode.SUCCESS,
+                ResponseCode.SYSTEM_ERROR,
+                ResponseCode.TOPIC_NOT_EXIST,
+                ResponseCode.SYSTEM_ERROR,
+            ]
+            assert lane == generic
+            assert pull_lane.served == len(requests) - 3  # the guard kept the lane aside
+            assert app.offsets.query(GROUP, TOPIC, 0) == 2
 
     asyncio.run(scenario())

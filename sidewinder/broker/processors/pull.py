@@ -12,6 +12,7 @@ import asyncio
 import functools
 import os
 from collections.abc import Callable
+from typing import NamedTuple
 
 from sidewinder.broker.clients import Clients
 from sidewinder.broker.config import PERM_READ, BrokerConfig
@@ -68,6 +69,18 @@ _CODES = {
 }
 
 
+class PullAnswer(NamedTuple):
+    """What a pull's reply says: its code, remark, the four header numbers and the body."""
+
+    code: int
+    remark: str | None
+    suggest: int
+    next_begin: int
+    min_offset: int
+    max_offset: int
+    body: bytes | None
+
+
 class PullProcessor:
     def __init__(
         self,
@@ -102,43 +115,40 @@ class PullProcessor:
             raise NoPermission(
                 f"the broker[{self.config.broker_ip1}] for lite pull consumer is forbidden"
             )
-        codes, predicate = self._check(header)
+        codes, predicate = self.check(header)
         record_filter = _record_filter(predicate) if predicate is not None else None
         await self.store.caught_up()
         response = self._pull(request, header, codes, record_filter)
         suspend = header.sys_flag & FLAG_SUSPEND
-        # A slave does not keep what consumers pulled from it: its offsets are its master's.
-        if (
-            header.sys_flag & FLAG_COMMIT_OFFSET
-            and header.commit_offset >= 0
-            and not self.store.is_slave
-        ):
-            self.offsets.commit(
-                header.consumer_group, header.topic, header.queue_id, header.commit_offset
-            )
+        self.commit_offset(header)
         if response.code != ResponseCode.PULL_NOT_FOUND or not suspend:
             return response
-        timeout_ms = (
-            header.suspend_timeout_millis
-            if self.config.long_polling_enable
-            else self.config.short_polling_time_mills
-        )
         answered: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
 
         def retry() -> None:
             if not answered.done():
                 answered.set_result(self._pull(request, header, codes, record_filter))
 
+        self.hold(header, retry)
+        return await answered
+
+    def hold(self, header: PullMessageRequestHeader, retry: Callable[[], None]) -> None:
+        """Hold a pull that found nothing (long polling): `retry` serves it again and
+        answers, once a message arrives for its queue or the hold times out."""
+        timeout_ms = (
+            header.suspend_timeout_millis
+            if self.config.long_polling_enable
+            else self.config.short_polling_time_mills
+        )
         self.holds.hold(
             HeldPull(header.topic, header.queue_id, header.queue_offset, retry), timeout_ms / 1000
         )
-        return await answered
 
     def _check_broker_readable(self) -> None:
         if not self.config.broker_permission & PERM_READ:
             raise NoPermission(f"the broker[{self.config.broker_ip1}] pulling message is forbidden")
 
-    def _check(
+    def check(
         self, header: PullMessageRequestHeader
     ) -> tuple[frozenset[int] | None, Predicate | None]:
         """The tag codes and SQL92 predicate the pull filters by; raises the refusals."""
@@ -194,6 +204,23 @@ class PullProcessor:
         codes: frozenset[int] | None,
         record_filter: Callable[[memoryview], bool] | None,
     ) -> RemotingCommand:
+        answer = self.read(header, codes, record_filter)
+        ext = PullMessageResponseHeader(
+            answer.suggest, answer.next_begin, answer.min_offset, answer.max_offset
+        ).to_ext()
+        reply = request.reply(answer.code, answer.remark, ext_fields=ext, body=answer.body)
+        reply.encoded_header = pull_reply_header(
+            reply, answer.suggest, answer.next_begin, answer.min_offset, answer.max_offset
+        )
+        return reply
+
+    def read(
+        self,
+        header: PullMessageRequestHeader,
+        codes: frozenset[int] | None,
+        record_filter: Callable[[memoryview], bool] | None,
+    ) -> PullAnswer:
+        """The store read of a checked pull, and what its reply says (counted in the stats)."""
         got = self.store.get_messages(
             header.topic,
             header.queue_id,
@@ -219,20 +246,26 @@ class PullProcessor:
             got.buffer_total_size,
             got.next_begin_offset,
         )
-        ext = PullMessageResponseHeader(
-            suggest, got.next_begin_offset, got.min_offset, got.max_offset
-        ).to_ext()
-        body = got.body() if got.count else None
-        reply = request.reply(
+        return PullAnswer(
             code,
             None if code == ResponseCode.SUCCESS else got.status.name,
-            ext_fields=ext,
-            body=body,
+            suggest,
+            got.next_begin_offset,
+            got.min_offset,
+            got.max_offset,
+            got.body() if got.count else None,
         )
-        reply.encoded_header = pull_reply_header(
-            reply, suggest, got.next_begin_offset, got.min_offset, got.max_offset
-        )
-        return reply
+
+    def commit_offset(self, header: PullMessageRequestHeader) -> None:
+        """The consumer's offset the pull carries, kept (not on a slave: its master's are)."""
+        if (
+            header.sys_flag & FLAG_COMMIT_OFFSET
+            and header.commit_offset >= 0
+            and not self.store.is_slave
+        ):
+            self.offsets.commit(
+                header.consumer_group, header.topic, header.queue_id, header.commit_offset
+            )
 
     def _suggested_broker(self, header: PullMessageRequestHeader, got: GetResult) -> int:
         """With slaveReadEnable: the group's whichBrokerWhenConsumeSlowly when the pull reads
