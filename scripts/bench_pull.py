@@ -1,13 +1,16 @@
 """The PULL_MESSAGE path in one process, no sockets: request in, encoded frame out.
 
     .venv/bin/python scripts/bench_pull.py [--messages 200000] [--seconds 3] [--profile]
+    .venv/bin/python scripts/bench_pull.py --path lane    # the pull lane (pull_lane.py) instead
 
 A broker's components (BrokerApp, servers not started) over a fresh store holding `--messages`
 1 KiB messages spread over 8 queues, written interleaved as the bench's producers write them;
 pulls of 32 as the broker-bound bench's generator sends them (subscription "*" in the request)
 go through PullProcessor.process and encode_command, queue after queue, for `--seconds`.
 Prints µs per pull and per message: the broker's CPU for a pull, without the network's share.
-`--profile` prints cProfile's top functions instead of timing.
+`--profile` prints cProfile's top functions instead of timing. `--path lane` serves each pull
+as the connection would, through the pull lane's `take_frames` with the request's frame (the
+reply frames written to a sink), instead of PullProcessor.process and encode_command.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import argparse
 import asyncio
 import cProfile
 import pstats
+import re
 import shutil
 import sys
 import tempfile
@@ -27,14 +31,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sidewinder.broker.app import BrokerApp
 from sidewinder.broker.config import BrokerConfig
+from sidewinder.broker.processors.pull_lane import PullLane
 from sidewinder.broker.topics import TopicConfig
 from sidewinder.common.log import configure_logging
-from sidewinder.protocol.codes import RequestCode
+from sidewinder.protocol.codes import RequestCode, SerializeType
 from sidewinder.protocol.command import RemotingCommand
 from sidewinder.protocol.headers import PullMessageRequestHeader
 from sidewinder.protocol.message import encode_properties
 from sidewinder.protocol.record import Host, MessageToStore
-from sidewinder.remoting.codec import decode_frame, encode_command, encode_frame
+from sidewinder.remoting.codec import RawFrame, decode_frame, encode_command, encode_frame
+from sidewinder.remoting.dispatch import RequestContext
 from sidewinder.store.config import StoreConfig
 
 TOPIC, GROUP, QUEUES, BATCH = "BenchPull", "BenchPullGroup", 8, 32
@@ -105,6 +111,53 @@ async def pulls(app: BrokerApp, seconds: float) -> tuple[int, int, float]:
     return done, count, time.perf_counter() - started
 
 
+class _Sink:
+    """Stands for the connection: keeps the reply frames the lane writes."""
+
+    remote_address = "127.0.0.1:1"
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+
+    def send_frames(self, frames: list[bytes]) -> None:
+        self.frames = frames
+
+
+_NEXT_BEGIN = re.compile(rb'"nextBeginOffset":"(\d+)"')
+
+
+async def lane_pulls(app: BrokerApp, seconds: float) -> tuple[int, int, float]:
+    (lane,) = [t for t in app.server.table.frame_takers() if isinstance(t, PullLane)]
+    sink = _Sink()
+    ctx = RequestContext(sink)  # type: ignore[arg-type]
+    ends = [app.store.max_offset_in_queue(TOPIC, q) for q in range(QUEUES)]
+    # Each queue's request header around its offset, encoded once (as the generator does).
+    templates = [
+        encode_frame(request(request_fields(q), 987654321))[8:].split(b"987654321")
+        for q in range(QUEUES)
+    ]
+    count = done = 0
+    offsets = [0] * QUEUES
+    started = time.perf_counter()
+    deadline = started + seconds
+    queue = 0
+    while time.perf_counter() < deadline:
+        if offsets[queue] >= ends[queue]:
+            offsets[queue] = 0
+        head, tail = templates[queue]
+        header = b"%s%d%s" % (head, offsets[queue], tail)
+        left = lane.take_frames(ctx, [RawFrame(SerializeType.JSON, header, None)])
+        assert not left and sink.frames, "the lane left a pull"
+        found = _NEXT_BEGIN.search(sink.frames[0])
+        assert found is not None and sink.frames[0][8:18] == b'{"code":0,', sink.frames[0][:200]
+        next_begin = int(found.group(1))
+        count += next_begin - offsets[queue]
+        offsets[queue] = next_begin
+        done += 1
+        queue = (queue + 1) % QUEUES
+    return done, count, time.perf_counter() - started
+
+
 def app_pull(app: BrokerApp) -> Any:
     routes = app.server.table
     return routes._pools[int(RequestCode.PULL_MESSAGE)].processor
@@ -114,15 +167,16 @@ async def main_async(args: argparse.Namespace) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-pull-"))
     try:
         app = await filled_broker(root, args.messages)
-        await pulls(app, 0.5)  # warm
+        run = lane_pulls if args.path == "lane" else pulls
+        await run(app, 0.5)  # warm
         if args.profile:
             profiler = cProfile.Profile()
             profiler.enable()
-            await pulls(app, args.seconds)
+            await run(app, args.seconds)
             profiler.disable()
             pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
         else:
-            done, count, elapsed = await pulls(app, args.seconds)
+            done, count, elapsed = await run(app, args.seconds)
             print(
                 f"{done / elapsed:,.0f} pulls/s, {count / elapsed:,.0f} msg/s, "
                 f"{1e6 * elapsed / done:.1f} µs/pull, {1e6 * elapsed / count:.2f} µs/msg"
@@ -137,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--path", choices=["generic", "lane"], default="generic")
     args = parser.parse_args(argv)
     configure_logging("WARNING")
     asyncio.run(main_async(args))
