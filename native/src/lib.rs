@@ -12,6 +12,7 @@ mod dispatch_scan;
 mod gather;
 mod hash;
 mod index;
+mod pull_header;
 mod record;
 mod send_header;
 mod send_lane;
@@ -26,7 +27,7 @@ mod _native {
     /// Bumped when a function's signature changes, so a stale build in the source tree is
     /// refused rather than called with the wrong arguments.
     #[pymodule_export]
-    const API_VERSION: u32 = 13;
+    const API_VERSION: u32 = 14;
 
     #[pymodule_export]
     use crate::syncer::Syncer;
@@ -90,12 +91,36 @@ mod _native {
         crate::send_header::fields_tuple(py, &f).map(Some)
     }
 
-    /// What dispatch writes for the records of one CommitLog segment from `position`, by a
-    /// `dispatch_scan.ScanRules`:
-    /// (why it stopped, position after, records, last store timestamp, queue runs, packed
-    /// keys). The GIL is released while it reads the bytes before `readable` (the segment's
-    /// written position), and only those: the event loop appends after them meanwhile.
-    /// Reference and contract: `sidewinder.store.dispatch_scan.scan_segment_py`.
+    /// What the pull lane reads of a PULL_MESSAGE JSON header: (opaque, then
+    /// PullMessageRequestHeader's eleven fields in its order), or None for anything unusual
+    /// (reference: `sidewinder.broker.processors.pull_lane.pull_fields_py`; where this gives
+    /// a tuple, it is the reference's).
+    #[pyfunction]
+    fn pull_fields<'py>(
+        py: Python<'py>,
+        header: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let data = crate::buffer::ReadBuf::get(header)?;
+        let Some(f) = crate::pull_header::parse_pull(data.as_slice()) else {
+            return Ok(None);
+        };
+        let fields = (
+            f.opaque,
+            f.consumer_group.as_ref(),
+            f.topic.as_ref(),
+            f.queue_id,
+            f.queue_offset,
+            f.max_msg_nums,
+            f.sys_flag,
+            f.commit_offset,
+            f.suspend_timeout_millis,
+            f.sub_version,
+            f.subscription.as_deref(),
+            f.expression_type.as_deref(),
+        );
+        Ok(Some(fields.into_pyobject(py)?))
+    }
+
     /// A pull's records in one CommitLog segment, joined: (entries scanned, count, total
     /// bytes, whether it stopped at an entry outside the segment, body). `count` and `total`
     /// come in as what earlier segments of the batch took. Reference and contract:
@@ -154,6 +179,12 @@ mod _native {
         Ok((run.scanned, run.count, run.total, run.outside, body))
     }
 
+    /// What dispatch writes for the records of one CommitLog segment from `position`, by a
+    /// `dispatch_scan.ScanRules`:
+    /// (why it stopped, position after, records, last store timestamp, queue runs, packed
+    /// keys). The GIL is released while it reads the bytes before `readable` (the segment's
+    /// written position), and only those: the event loop appends after them meanwhile.
+    /// Reference and contract: `sidewinder.store.dispatch_scan.scan_segment_py`.
     #[pyfunction]
     #[allow(clippy::too_many_arguments)]
     fn scan_segment<'py>(

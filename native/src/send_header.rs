@@ -107,23 +107,23 @@ const LANGUAGES: [&str; 13] = [
     "OMS", "RUST",
 ];
 
-struct Parser<'a> {
-    data: &'a [u8],
-    at: usize,
+pub(crate) struct Parser<'a> {
+    pub(crate) data: &'a [u8],
+    pub(crate) at: usize,
 }
 
 impl<'a> Parser<'a> {
-    fn peek(&self) -> Option<u8> {
+    pub(crate) fn peek(&self) -> Option<u8> {
         self.data.get(self.at).copied()
     }
 
-    fn skip_ws(&mut self) {
+    pub(crate) fn skip_ws(&mut self) {
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
             self.at += 1;
         }
     }
 
-    fn eat(&mut self, byte: u8) -> Option<()> {
+    pub(crate) fn eat(&mut self, byte: u8) -> Option<()> {
         self.skip_ws();
         if self.peek()? == byte {
             self.at += 1;
@@ -134,7 +134,7 @@ impl<'a> Parser<'a> {
     }
 
     /// A JSON integer that fits an int32 (no fraction, exponent or leading zero).
-    fn int32(&mut self) -> Option<i32> {
+    pub(crate) fn int32(&mut self) -> Option<i32> {
         self.skip_ws();
         let negative = self.peek()? == b'-';
         if negative {
@@ -174,7 +174,7 @@ impl<'a> Parser<'a> {
     /// A JSON string, unescaped (borrowed when it has no escapes); None for invalid UTF-8, a
     /// raw control character, a bad escape or a lone surrogate (which no Python str from the
     /// reference decoder holds either).
-    fn string(&mut self) -> Option<Cow<'a, str>> {
+    pub(crate) fn string(&mut self) -> Option<Cow<'a, str>> {
         self.skip_ws();
         if self.peek()? != b'"' {
             return None;
@@ -255,7 +255,7 @@ impl<'a> Parser<'a> {
     /// An extFields value as the string the reference makes of it (codec._ext_value): a
     /// string; an integer of up to 18 digits as its decimal; true or false as those words.
     /// Anything else (a float, null, an array, a longer integer) is None: unusual.
-    fn ext_value(&mut self) -> Option<Cow<'a, str>> {
+    pub(crate) fn ext_value(&mut self) -> Option<Cow<'a, str>> {
         self.skip_ws();
         match self.peek()? {
             b'"' => self.string(),
@@ -296,7 +296,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `null` (true) or not (false, nothing consumed).
-    fn null(&mut self) -> bool {
+    pub(crate) fn null(&mut self) -> bool {
         self.skip_ws();
         if self.data.get(self.at..self.at + 4) == Some(b"null") {
             self.at += 4;
@@ -372,13 +372,18 @@ pub fn parse_batch(data: &[u8]) -> Option<SendV2<'_>> {
     parse_send(data).and_then(|(code, f)| (code == SEND_BATCH_MESSAGE).then_some(f))
 }
 
-/// The code (SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE) and fields of a send's header.
-pub fn parse_send(data: &[u8]) -> Option<(i64, SendV2<'_>)> {
+/// A JSON request header's top level: (code, opaque, flag, extFields read by `read_ext`), or
+/// None for anything unusual (an unknown or repeated key, a language RocketMQ does not name,
+/// a value of the wrong kind, trailing bytes).
+pub(crate) fn parse_command<'a, E>(
+    data: &'a [u8],
+    read_ext: impl Fn(&mut Parser<'a>) -> Option<E>,
+) -> Option<(i64, i32, i32, Option<E>)> {
     let mut p = Parser { data, at: 0 };
     p.eat(b'{')?;
     let (mut code, mut opaque, mut flag, mut version) = (None, None, None, None);
     let (mut language, mut serialize, mut remark) = (false, false, false);
-    let mut ext: Option<Ext> = None;
+    let mut ext: Option<E> = None;
     p.skip_ws();
     if p.peek()? == b'}' {
         return None; // no code
@@ -408,7 +413,7 @@ pub fn parse_send(data: &[u8]) -> Option<(i64, SendV2<'_>)> {
                 }
                 remark = true;
             }
-            "extFields" if ext.is_none() => ext = Some(parse_ext(&mut p)?),
+            "extFields" if ext.is_none() => ext = Some(read_ext(&mut p)?),
             _ => return None, // an unknown or repeated key
         }
         p.skip_ws();
@@ -422,8 +427,16 @@ pub fn parse_send(data: &[u8]) -> Option<(i64, SendV2<'_>)> {
         }
     }
     p.skip_ws();
-    let code = code? as i64;
-    if p.at != data.len() || (code != SEND_MESSAGE_V2 && code != SEND_BATCH_MESSAGE) {
+    if p.at != data.len() {
+        return None;
+    }
+    Some((code? as i64, opaque.unwrap_or(0), flag.unwrap_or(0), ext))
+}
+
+/// The code (SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE) and fields of a send's header.
+pub fn parse_send(data: &[u8]) -> Option<(i64, SendV2<'_>)> {
+    let (code, opaque, flag, ext) = parse_command(data, parse_ext)?;
+    if code != SEND_MESSAGE_V2 && code != SEND_BATCH_MESSAGE {
         return None;
     }
     let ext = ext?;
@@ -444,8 +457,8 @@ pub fn parse_send(data: &[u8]) -> Option<(i64, SendV2<'_>)> {
     Some((
         code,
         SendV2 {
-            opaque: opaque.unwrap_or(0),
-            flag: flag.unwrap_or(0),
+            opaque,
+            flag,
             topic,
             queue_id: number(take(b'e'), INT32_DIGITS)?,
             sys_flag: number(take(b'f'), INT32_DIGITS)?,

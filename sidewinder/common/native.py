@@ -31,7 +31,7 @@ from types import MappingProxyType, ModuleType
 from typing import Any, Final, Literal, NamedTuple, TypeVar
 
 # The API_VERSION of native/src/lib.rs this Python code calls.
-API_VERSION = 13
+API_VERSION = 14
 ENV = "SIDEWINDER_NATIVE"
 Leg = Literal["native", "python"]
 T = TypeVar("T")
@@ -55,6 +55,9 @@ REFERENCES: Final[Mapping[str, Reference]] = MappingProxyType(
         ),
         "scan_segment": Reference("sidewinder.store.dispatch_scan:scan_segment_py", "scan_segment"),
         "gather_run": Reference("sidewinder.store.get_message:gather_run_py", "gather_run"),
+        "pull_fields": Reference(
+            "sidewinder.broker.processors.pull_lane:pull_fields_py", "pull_fields"
+        ),
         "ascii_hash": Reference("sidewinder.store.index_file:ascii_hash_py", "ascii_hash"),
         "put_keys": Reference("sidewinder.store.index_file:put_keys_py", "put_keys"),
         "Syncer": Reference("sidewinder.store.flush:ThreadSyncer", "default_syncer"),

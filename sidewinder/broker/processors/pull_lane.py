@@ -28,6 +28,7 @@ from sidewinder.broker.processors.pull import (
     FLAG_SUSPEND,
     PullProcessor,
 )
+from sidewinder.common.native import implementation
 from sidewinder.protocol.codes import RequestCode, ResponseCode, SerializeType
 from sidewinder.protocol.command import ONEWAY_FLAG
 from sidewinder.protocol.headers import PullMessageRequestHeader
@@ -54,9 +55,17 @@ class Pull(NamedTuple):
     codes: frozenset[int] | None  # the tags codes it filters by; None: every message
 
 
-def pull_fields(header: bytes) -> tuple[int, PullMessageRequestHeader] | None:
-    """The opaque and fields of a PULL_MESSAGE JSON header the lane can serve as it is; None
-    for anything the generic path should decode and answer (or refuse) itself."""
+PullFields = tuple[
+    int, str, str, int, int, int, int, int, int, int, str | None, str | None
+]  # the request's opaque, then PullMessageRequestHeader's fields in its order
+
+
+def pull_fields_py(header: bytes | bytearray | memoryview) -> PullFields | None:
+    """The reference: the opaque and fields of a PULL_MESSAGE JSON header the lane can serve
+    as it is, after a full decode; None for anything the generic path should decode and
+    answer (or refuse) itself: another code, a oneway request, a missing or bad field. The
+    Rust extension's `pull_fields` reads only plain headers (None for anything unusual);
+    where it gives a tuple, it is this one's."""
     try:
         command = decode_json_header(header)
     except FrameError:
@@ -64,9 +73,26 @@ def pull_fields(header: bytes) -> tuple[int, PullMessageRequestHeader] | None:
     if command.code != RequestCode.PULL_MESSAGE or command.flag & ONEWAY_FLAG:
         return None
     try:
-        return command.opaque, PullMessageRequestHeader.from_ext(command.ext_fields)
+        fields = PullMessageRequestHeader.from_ext(command.ext_fields)
     except Exception:  # a missing or bad field: the generic path names it in its refusal
         return None
+    return (
+        command.opaque,
+        fields.consumer_group,
+        fields.topic,
+        fields.queue_id,
+        fields.queue_offset,
+        fields.max_msg_nums,
+        fields.sys_flag,
+        fields.commit_offset,
+        fields.suspend_timeout_millis,
+        fields.sub_version,
+        fields.subscription,
+        fields.expression_type,
+    )
+
+
+pull_fields = implementation("pull_fields", pull_fields_py)
 
 
 class PullLane:
@@ -96,7 +122,8 @@ class PullLane:
             if fields is None:
                 left.append(frame)
                 continue
-            opaque, header = fields
+            opaque = fields[0]
+            header = PullMessageRequestHeader(*fields[1:])
             key = (
                 header.consumer_group,
                 header.topic,
