@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from interop.capture import read_capture
 from interop.fixtures import ensure_fixture
-from sidewinder.broker.processors.pull_lane import pull_fields_py
+from sidewinder.broker.processors.pull_lane import PULL_HEAD, pull_fields_py
 from sidewinder.common.native import NATIVE
 from tests.remoting.mutations import mutate
 
@@ -154,6 +154,7 @@ def test_the_stock_clients_pull_headers_are_read_natively() -> None:
         expected = agree(header)
         assert expected is not None
         assert NATIVE is not None and NATIVE.pull_fields(header) == expected
+        assert header.startswith(PULL_HEAD)  # what the lane looks for before it reads
 
 
 def fuzz(cases: int, seed: int) -> int:

@@ -44,7 +44,7 @@ from sidewinder.remoting.latency import LatencyKey, RpcLatency
 from sidewinder.remoting.reply_template import pull_reply_frame
 
 # How every JSON PULL_MESSAGE header that encode_json_header (and Java's fastjson) writes opens.
-_PULL_HEAD: Final = b'{"code":11,'
+PULL_HEAD: Final = b'{"code":11,'
 CheckKey = tuple[str, str, int, int, str | None, str | None]
 
 
@@ -114,7 +114,7 @@ class PullLane:
         checked: dict[CheckKey, tuple[bool, frozenset[int] | None]] = {}
         for frame in frames:
             if frame.serialize_type is not SerializeType.JSON or not frame.header.startswith(
-                _PULL_HEAD
+                PULL_HEAD
             ):
                 left.append(frame)
                 continue
