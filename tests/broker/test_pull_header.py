@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import struct
 from typing import Any
 
 import orjson
@@ -18,10 +17,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from interop.capture import read_capture
-from interop.fixtures import ensure_fixture
 from sidewinder.broker.processors.pull_lane import PULL_HEAD, pull_fields_py
 from sidewinder.common.native import NATIVE
+from tests.broker.captured import captured_headers
 from tests.remoting.mutations import mutate
 
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="sidewinder._native is not loaded")
@@ -38,15 +36,7 @@ def agree(header: bytes) -> object:
 
 def pull_headers() -> list[bytes]:
     """The JSON headers of every PULL_MESSAGE in the wire captures."""
-    wire = ensure_fixture("wire")
-    found = []
-    for name in ("java", "java-rocketmq-header", "cpp", "node", "go", "mqadmin"):
-        for frame in read_capture(wire / f"{name}.jsonl"):
-            _, word = struct.unpack_from(">ii", frame.raw)
-            header = frame.raw[8 : 8 + (word & 0xFFFFFF)]
-            if word >> 24 == 0 and orjson.loads(header).get("code") == 11:
-                found.append(header)
-    return found
+    return captured_headers(11)
 
 
 PLAIN: dict[str, Any] = {

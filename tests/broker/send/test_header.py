@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import struct
 from typing import Any
 
 import orjson
@@ -18,12 +17,11 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from interop.capture import read_capture
-from interop.fixtures import ensure_fixture
 from sidewinder.broker.send.header import send_batch_fields_py, send_v2_fields_py
 from sidewinder.broker.send.request import SendRequest
 from sidewinder.common.native import NATIVE
 from sidewinder.protocol.codes import SerializeType
+from tests.broker.captured import captured_headers
 from tests.remoting.mutations import mutate
 
 pytestmark = [
@@ -62,15 +60,7 @@ def agree(header: bytes) -> object:
 
 def send_headers() -> list[bytes]:
     """The JSON headers of every SEND_MESSAGE_V2 in the wire captures."""
-    wire = ensure_fixture("wire")
-    found = []
-    for name in ("java", "java-rocketmq-header", "cpp", "node", "go", "mqadmin"):
-        for frame in read_capture(wire / f"{name}.jsonl"):
-            _, word = struct.unpack_from(">ii", frame.raw)
-            header = frame.raw[8 : 8 + (word & 0xFFFFFF)]
-            if word >> 24 == 0 and orjson.loads(header).get("code") == 310:
-                found.append(header)
-    return found
+    return captured_headers(310)
 
 
 @pytest.mark.interop
