@@ -108,21 +108,35 @@ class ClientCalls:
 
     async def _ask(self, client: GrpcClient, command: Any, field: str) -> Any | None:
         """Push `command` (its `field` given a fresh nonce) to the client; its answer, or None
-        when none came in time."""
-        if client.telemetry is None:
+        when none came in time. A client between two Telemetry streams (it renews a broken
+        one after a pause) gets the command once it is back, within the same time."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.answer_timeout_s
+        # Not asyncio.timeout: a processor may run outside a task (remoting/dispatch.py).
+        attached = client.stream_attached()
+        expiry = expire_after(attached, self.answer_timeout_s, result=None)
+        try:
+            await attached
+        finally:
+            expiry.cancel()
+        outbox = client.telemetry
+        if outbox is None:
+            log.info("proxy.client_call_unanswered", client=client.client_id, stream=False)
             return None
         nonce = f"{self._prefix}{next(self._nonces)}"
         getattr(command, field).nonce = nonce
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Any] = loop.create_future()
         self._pending[nonce] = future
-        client.telemetry.put_nowait(command)
-        # Not asyncio.timeout: a processor may run outside a task (remoting/dispatch.py).
-        expiry = expire_after(future, self.answer_timeout_s, result=None)
+        outbox.put_nowait(command)
+        expiry = expire_after(future, deadline - loop.time(), result=None)
         try:
-            return await future
+            answer = await future
         finally:
             expiry.cancel()
             self._pending.pop(nonce, None)
+        if answer is None:
+            log.info("proxy.client_call_unanswered", client=client.client_id, stream=True)
+        return answer
 
     def _consumer(self, request: RemotingCommand, group: str, client_id: str | None) -> Any:
         """The consumer of `group` called `client_id`, or the refusal to answer with."""

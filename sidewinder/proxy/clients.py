@@ -56,10 +56,40 @@ class GrpcClient:
     language: str
     version: str
     settings: Any
-    telemetry: asyncio.Queue[Any] | None = None  # commands to push, while its stream is open
+    # Its open Telemetry streams, the newest last: a client may hold one per endpoint it
+    # knows, and renews a broken one after a pause.
+    streams: list[asyncio.Queue[Any]] = field(default_factory=list)
+    stream_waiters: list[asyncio.Future[None]] = field(default_factory=list)
     last_seen: float = field(default_factory=time.monotonic)
     account: Account | None = None  # what its calls are signed with (ACL)
     started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    @property
+    def telemetry(self) -> asyncio.Queue[Any] | None:
+        """Where commands to push go: its newest open Telemetry stream, if any."""
+        return self.streams[-1] if self.streams else None
+
+    def attach(self, outbox: asyncio.Queue[Any]) -> None:
+        if outbox not in self.streams:
+            self.streams.append(outbox)
+        waiters, self.stream_waiters = self.stream_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def detach(self, outbox: asyncio.Queue[Any]) -> None:
+        if outbox in self.streams:
+            self.streams.remove(outbox)
+
+    def stream_attached(self) -> asyncio.Future[None]:
+        """Done once the client has an open Telemetry stream: at once if it has one now."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self.streams:
+            waiter.set_result(None)
+        else:
+            self.stream_waiters = [w for w in self.stream_waiters if not w.done()]
+            self.stream_waiters.append(waiter)
+        return waiter
 
     @property
     def is_producer(self) -> bool:

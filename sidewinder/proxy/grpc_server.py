@@ -284,7 +284,7 @@ class GrpcFront:
                                 outbox.put_nowait(v2.TelemetryCommand(status=status(*refused)))
                                 continue
                         client = await self.activity.settings_arrived(command.settings, caller)
-                        client.telemetry = outbox
+                        client.attach(outbox)
                         attached.append(client)
                         outbox.put_nowait(
                             v2.TelemetryCommand(status=status(), settings=client.settings)
@@ -303,5 +303,4 @@ class GrpcFront:
         finally:
             reader.cancel()
             for client in attached:
-                if client.telemetry is outbox:
-                    client.telemetry = None
+                client.detach(outbox)
