@@ -10,6 +10,7 @@ mod batch;
 mod buffer;
 mod dispatch_scan;
 mod gather;
+mod grpc_front;
 mod hash;
 mod index;
 mod pull_header;
@@ -27,13 +28,16 @@ mod _native {
     /// Bumped when a function's signature changes, so a stale build in the source tree is
     /// refused rather than called with the wrong arguments.
     #[pymodule_export]
-    const API_VERSION: u32 = 14;
+    const API_VERSION: u32 = 15;
 
     #[pymodule_export]
     use crate::syncer::Syncer;
 
     #[pymodule_export]
     use crate::send_lane::SendLane;
+
+    #[pymodule_export]
+    use crate::grpc_front::GrpcServer;
 
     /// Java's `String.hashCode()` of `text`: the 31-polynomial over its UTF-16 code units, as a
     /// signed int32 (reference: `sidewinder.protocol.message.java_string_hash_py`). Lone

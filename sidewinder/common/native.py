@@ -31,7 +31,7 @@ from types import MappingProxyType, ModuleType
 from typing import Any, Final, Literal, NamedTuple, TypeVar
 
 # The API_VERSION of native/src/lib.rs this Python code calls.
-API_VERSION = 14
+API_VERSION = 15
 ENV = "SIDEWINDER_NATIVE"
 Leg = Literal["native", "python"]
 T = TypeVar("T")
@@ -68,6 +68,7 @@ REFERENCES: Final[Mapping[str, Reference]] = MappingProxyType(
             "sidewinder.broker.send.header:send_batch_fields_py", "send_batch_fields"
         ),
         "SendLane": Reference("sidewinder.broker.send.lane:SendLanePy", "SendLane"),
+        "GrpcServer": Reference("sidewinder.proxy.grpc_server:GrpcioTransport", "Transport"),
     }
 )
 

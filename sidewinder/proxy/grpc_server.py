@@ -5,17 +5,19 @@ transport can be replaced without touching what the RPCs do."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 import grpc
 import structlog
 from google.protobuf import message_factory
 
+from sidewinder.common.native import implementation
 from sidewinder.proxy import grpc_protocol as v2
 from sidewinder.proxy.auth import (
     CALL_ACCOUNT,
@@ -96,10 +98,103 @@ def server_key_and_certificate(config: TlsConfig) -> tuple[bytes, bytes]:
         raise TlsError(f"cannot read the gRPC port's key or certificate: {exc}") from None
 
 
+class Method(NamedTuple):
+    """One RPC of MessagingService as a transport serves it: `handler` takes the request (for
+    "bidi", an async iterator of them) and a context with grpc.aio's invocation_metadata(),
+    time_remaining(), peer() and abort(); a "unary" one returns the response, the others
+    yield them."""
+
+    name: str
+    kind: Literal["unary", "server_stream", "bidi"]
+    handler: Callable[..., Any]
+    request_class: Any
+    response_class: Any
+
+
+class GrpcioTransport:
+    """MessagingService on a grpc.aio server (the reference transport). With `tls` not
+    disabled, the port takes TLS and plaintext connections as tls.server.mode says, through a
+    PortMux in front of the server's inner ports."""
+
+    def __init__(
+        self, methods: Sequence[Method], host: str, port: int, tls: TlsConfig | None
+    ) -> None:
+        self.methods = methods
+        self.host = host
+        self.port = port
+        self.tls = tls
+        self._server: Any = None
+        self._mux: PortMux | None = None
+
+    async def start(self) -> int:
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        server.add_generic_rpc_handlers((grpcio_handlers(self.methods),))
+        tls = self.tls
+        if tls is None or tls.server_mode is TlsMode.DISABLED:
+            bound = server.add_insecure_port(f"{self.host}:{self.port}")
+            if bound == 0:
+                raise OSError(f"cannot listen for gRPC on {self.host}:{self.port}")
+            await server.start()
+        else:
+            plain = server.add_insecure_port("127.0.0.1:0")
+            secure = await add_tls_port(server, tls)
+            await server.start()
+            self._mux = PortMux(self.host, self.port, plain, secure, tls.server_mode)
+            bound = await self._mux.start()
+        self._server, self.port = server, bound
+        return bound
+
+    async def stop(self, grace_s: float) -> None:
+        if self._mux is not None:
+            await self._mux.stop()
+            self._mux = None
+        if self._server is not None:
+            await self._server.stop(grace_s)
+            self._server = None
+
+
+async def add_tls_port(server: Any, tls: TlsConfig) -> int:
+    """A TLS port on 127.0.0.1 for `server`, with the key and certificate `tls` names."""
+    loop = asyncio.get_running_loop()
+    key, chain = await loop.run_in_executor(None, server_key_and_certificate, tls)
+    return int(server.add_secure_port("127.0.0.1:0", grpc.ssl_server_credentials([(key, chain)])))
+
+
+def grpcio_handlers(methods: Sequence[Method]) -> Any:
+    handlers: dict[str, Any] = {}
+    for method in methods:
+        codec = {
+            "request_deserializer": method.request_class.FromString,
+            "response_serializer": method.response_class.SerializeToString,
+        }
+        make = {
+            "unary": grpc.unary_unary_rpc_method_handler,
+            "server_stream": grpc.unary_stream_rpc_method_handler,
+            "bidi": grpc.stream_stream_rpc_method_handler,
+        }[method.kind]
+        handlers[method.name] = make(method.handler, **codec)
+    return grpc.method_handlers_generic_handler(v2.SERVICE_NAME, handlers)
+
+
+def _native_transport(server_class: Any) -> Any:
+    from sidewinder.proxy.native_transport import NativeTransport
+
+    return functools.partial(NativeTransport, server_class)
+
+
+# The transport in use: HTTP/2 on a native thread, or grpc.aio (the reference).
+Transport = implementation("GrpcServer", GrpcioTransport, adapt=_native_transport)
+
+
 class GrpcFront:
-    """A grpc.aio server of MessagingService on `host:port` (0: any free port). With `tls`
-    (RocketMQ's tls.* settings) not disabled, the port takes TLS and plaintext connections as
-    tls.server.mode says, through a PortMux in front of the gRPC server's inner ports."""
+    """MessagingService on `host:port` (0: any free port), over the transport in use, with
+    RocketMQ's tls.* settings in `tls`."""
 
     def __init__(
         self,
@@ -112,39 +207,22 @@ class GrpcFront:
         self.host = host
         self.port = port
         self.tls = tls
-        self._server: Any = None
-        self._mux: PortMux | None = None
+        self._transport: Any = None
         self._expiry: asyncio.Task[None] | None = None
 
     async def start(self) -> int:
-        server = grpc.aio.server(
-            options=[
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.so_reuseport", 0),
-            ]
-        )
-        server.add_generic_rpc_handlers((self._handlers(),))
-        tls = self.tls
-        if tls is None or tls.server_mode is TlsMode.DISABLED:
-            bound = server.add_insecure_port(f"{self.host}:{self.port}")
-            if bound == 0:
-                raise OSError(f"cannot listen for gRPC on {self.host}:{self.port}")
-            await server.start()
-        else:
-            loop = asyncio.get_running_loop()
-            key, chain = await loop.run_in_executor(None, server_key_and_certificate, tls)
-            plain = server.add_insecure_port("127.0.0.1:0")
-            secure = server.add_secure_port(
-                "127.0.0.1:0", grpc.ssl_server_credentials([(key, chain)])
-            )
-            await server.start()
-            self._mux = PortMux(self.host, self.port, plain, secure, tls.server_mode)
-            bound = await self._mux.start()
-        self._server, self.port = server, bound
+        transport = Transport(self._methods(), self.host, self.port, self.tls)
+        bound = await transport.start()
+        self._transport, self.port = transport, bound
         self._expiry = asyncio.get_running_loop().create_task(self._housekeeping())
-        mode = "disabled" if tls is None else tls.server_mode.value
-        log.info("proxy.grpc_listening", host=self.host, port=bound, tls=mode)
+        mode = "disabled" if self.tls is None else self.tls.server_mode.value
+        log.info(
+            "proxy.grpc_listening",
+            host=self.host,
+            port=bound,
+            tls=mode,
+            transport=type(transport).__name__,
+        )
         return bound
 
     async def _housekeeping(self) -> None:
@@ -163,39 +241,31 @@ class GrpcFront:
         if self._expiry is not None:
             self._expiry.cancel()
             self._expiry = None
-        if self._mux is not None:
-            await self._mux.stop()
-            self._mux = None
-        if self._server is not None:
-            await self._server.stop(grace_s)
-            self._server = None
+        if self._transport is not None:
+            await self._transport.stop(grace_s)
+            self._transport = None
 
-    def _handlers(self) -> Any:
-        handlers: dict[str, Any] = {}
+    def _methods(self) -> list[Method]:
+        methods = []
         for method in v2.SERVICE.methods:
             request_class = message_factory.GetMessageClass(method.input_type)
             response_class = message_factory.GetMessageClass(method.output_type)
-            codec = {
-                "request_deserializer": request_class.FromString,
-                "response_serializer": response_class.SerializeToString,
-            }
             if method.name == "Telemetry":
-                handlers[method.name] = grpc.stream_stream_rpc_method_handler(
-                    self._telemetry, **codec
+                methods.append(
+                    Method(method.name, "bidi", self._telemetry, request_class, response_class)
                 )
                 continue
             impl = getattr(self.activity, _snake(method.name), None)
             if impl is None:
                 continue  # answered UNIMPLEMENTED, as RocketMQ's proxy answers PullMessage
             if method.server_streaming:
-                handlers[method.name] = grpc.unary_stream_rpc_method_handler(
-                    self._streaming(method.name, impl, response_class), **codec
-                )
+                handler = self._streaming(method.name, impl, response_class)
+                kind: Literal["unary", "server_stream"] = "server_stream"
             else:
-                handlers[method.name] = grpc.unary_unary_rpc_method_handler(
-                    self._unary(method.name, impl, response_class), **codec
-                )
-        return grpc.method_handlers_generic_handler(v2.SERVICE_NAME, handlers)
+                handler = self._unary(method.name, impl, response_class)
+                kind = "unary"
+            methods.append(Method(method.name, kind, handler, request_class, response_class))
+        return methods
 
     def _admitted(self, context: Any, needed: Needed) -> tuple[str, str] | None:
         """With ACL on: set the call's account, or say why not (a v2 code and a message):
