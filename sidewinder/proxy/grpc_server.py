@@ -71,7 +71,8 @@ def peer_host(peer: str) -> str:
 
 
 def _metadata(context: Any) -> dict[str, str]:
-    return {str(k): str(v) for k, v in (context.invocation_metadata() or ())}
+    # (key, value) pairs: tuples from the native transport, grpc.aio's _Metadatum otherwise.
+    return dict(context.invocation_metadata() or ())
 
 
 def _no_client_id(response_class: Any) -> Any:
@@ -295,9 +296,10 @@ class GrpcFront:
             caller = caller_of(context)
             if not caller.client_id:
                 return _no_client_id(response_class)
-            refused = self._admitted(context, needed_for(rpc, request))
-            if refused is not None:
-                return response_class(status=status(*refused))
+            if self.activity.secret_of is not None:
+                refused = self._admitted(context, needed_for(rpc, request))
+                if refused is not None:
+                    return response_class(status=status(*refused))
             try:
                 return await impl(request, caller)
             except Exception as exc:  # our bug: the client gets a status, not a reset stream
@@ -314,10 +316,11 @@ class GrpcFront:
             if not caller.client_id:
                 yield _no_client_id(response_class)
                 return
-            refused = self._admitted(context, needed_for(rpc, request))
-            if refused is not None:
-                yield response_class(status=status(*refused))
-                return
+            if self.activity.secret_of is not None:
+                refused = self._admitted(context, needed_for(rpc, request))
+                if refused is not None:
+                    yield response_class(status=status(*refused))
+                    return
             try:
                 async for response in impl(request, caller):
                     yield response
