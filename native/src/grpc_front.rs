@@ -341,6 +341,9 @@ async fn serve_connection(socket: TcpStream, peer: SocketAddr, shared: Arc<Share
         };
         tokio::spawn(serve_call(shared.clone(), request, respond, peer.clone()));
     }
+    // The client said GOAWAY: no new calls, but the connection must still be driven for the
+    // answers of the calls in flight to go out.
+    let _ = std::future::poll_fn(|cx| connection.poll_closed(cx)).await;
 }
 
 /// grpc-timeout ("30S", "100m", ...) in milliseconds; -1 when absent or unreadable.

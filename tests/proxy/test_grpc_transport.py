@@ -243,25 +243,36 @@ def _server_certificate(host: str, port: int) -> bytes:
         )
 
 
-def test_garbage_on_the_port_leaves_the_front_serving(front: tuple[ClusterTarget, str]) -> None:
-    """Random bytes, after HTTP/2's preface or in place of it, and frames cut short: each
-    connection is closed, none takes the front down."""
+def _random_frames(seeded: Any) -> bytes:
+    """HTTP/2's preface, then frames of random types, flags, stream ids and payloads, some
+    with a length that lies, some cut short."""
+    out = bytearray(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+    for _ in range(seeded.randrange(1, 8)):
+        payload = bytes(seeded.randrange(256) for _ in range(seeded.randrange(0, 64)))
+        length = len(payload) if seeded.random() < 0.7 else seeded.randrange(1 << 24)
+        kind = seeded.choice([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, seeded.randrange(256)])
+        stream = seeded.choice([0, 1, 3, 2, seeded.randrange(1 << 31)])
+        out += length.to_bytes(3, "big") + bytes([kind, seeded.randrange(256)])
+        out += stream.to_bytes(4, "big") + payload
+    if seeded.random() < 0.3:
+        del out[seeded.randrange(24, len(out)) :]
+    return bytes(out)
+
+
+def _garbage(endpoints: str, rounds: int) -> None:
     import random
     import socket
 
-    target, endpoints = front
     host, port = endpoints.rsplit(":", 1)
-    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
     seeded = random.Random(20261128)
-    for n in range(60):
-        junk = bytes(seeded.randrange(256) for _ in range(seeded.randrange(1, 400)))
-        sent = (preface + junk) if n % 2 else junk
-        if n % 3 == 0:
-            # A HEADERS frame header promising more than is sent.
-            sent = preface + b"\x00\x10\x00\x01\x05\x00\x00\x00\x01" + junk[:20]
-        with socket.create_connection((host, int(port)), timeout=5) as raw:
+    for n in range(rounds):
+        if n % 2:
+            sent = _random_frames(seeded)
+        else:
+            sent = bytes(seeded.randrange(256) for _ in range(seeded.randrange(1, 400)))
             if sent[0] == 0x16:
                 sent = b"\x00" + sent  # not a TLS record: that goes to the TLS port
+        with socket.create_connection((host, int(port)), timeout=5) as raw:
             try:
                 raw.sendall(sent)
                 raw.shutdown(socket.SHUT_WR)
@@ -269,9 +280,29 @@ def test_garbage_on_the_port_leaves_the_front_serving(front: tuple[ClusterTarget
                     pass
             except OSError:
                 pass  # closed on us (reset, or gone before the shutdown): what garbage gets
+
+
+def _still_serving(target: ClusterTarget, endpoints: str) -> None:
     topic, _ = topic_and_group(target)
     with grpc.insecure_channel(endpoints) as channel:
         route = unary(channel, "QueryRoute", v2.QueryRouteResponse)(
             v2.QueryRouteRequest(topic=v2.Resource(name=topic)), metadata=META, timeout=10
         )
     assert route.status.code == v2.Code.OK
+
+
+def test_garbage_on_the_port_leaves_the_front_serving(front: tuple[ClusterTarget, str]) -> None:
+    """Random bytes, and random HTTP/2 frames after the preface: each connection is closed,
+    none takes the front down."""
+    target, endpoints = front
+    _garbage(endpoints, 80)
+    _still_serving(target, endpoints)
+
+
+@pytest.mark.slow
+def test_much_garbage_on_the_port_leaves_the_front_serving(
+    front: tuple[ClusterTarget, str],
+) -> None:
+    target, endpoints = front
+    _garbage(endpoints, 5000)
+    _still_serving(target, endpoints)
