@@ -17,6 +17,7 @@ from sidewinder.remoting.client import SyncRemotingClient
 from tests.helpers import unique
 from tests.interop.admin_queries import route_perm
 from tests.interop.our_mqadmin import mqadmin
+from tests.interop.scenarios import wait_until_routed
 
 pytestmark = pytest.mark.interop
 
@@ -39,6 +40,9 @@ def test_topic_perm_and_cluster(target: ClusterTarget) -> None:
 def test_write_perm_kv_and_order_conf(target: ClusterTarget) -> None:
     topic, ns, name = unique("OurKv"), target.namesrv_addr, target.broker_name
     create_topic(ns, topic, queues=2)
+    # The broker registers a new topic a moment after updateTopic returns: a registration
+    # after the wipe would put the write perm back.
+    wait_until_routed(ns, topic)
     try:
         out = mqadmin(target, "wipeWritePerm", "-b", name)
         assert re.fullmatch(
