@@ -128,14 +128,7 @@ class GrpcioTransport:
         self._mux: PortMux | None = None
 
     async def start(self) -> int:
-        server = grpc.aio.server(
-            options=[
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.so_reuseport", 0),
-            ]
-        )
-        server.add_generic_rpc_handlers((grpcio_handlers(self.methods),))
+        server = grpcio_server(self.methods)
         tls = self.tls
         if tls is None or tls.server_mode is TlsMode.DISABLED:
             bound = server.add_insecure_port(f"{self.host}:{self.port}")
@@ -165,6 +158,19 @@ async def add_tls_port(server: Any, tls: TlsConfig) -> int:
     loop = asyncio.get_running_loop()
     key, chain = await loop.run_in_executor(None, server_key_and_certificate, tls)
     return int(server.add_secure_port("127.0.0.1:0", grpc.ssl_server_credentials([(key, chain)])))
+
+
+def grpcio_server(methods: Sequence[Method]) -> Any:
+    """A grpc.aio server of `methods`, its ports still to add."""
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ]
+    )
+    server.add_generic_rpc_handlers((grpcio_handlers(methods),))
+    return server
 
 
 def grpcio_handlers(methods: Sequence[Method]) -> Any:

@@ -164,20 +164,13 @@ class NativeTransport:
         from sidewinder.proxy.grpc_server import (
             MAX_MESSAGE_BYTES,
             add_tls_port,
-            grpcio_handlers,
+            grpcio_server,
         )
 
         tls_port = None
         tls_only = False
         if self.tls is not None and self.tls.server_mode is not TlsMode.DISABLED:
-            tls_server = grpc.aio.server(
-                options=[
-                    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                    ("grpc.so_reuseport", 0),
-                ]
-            )
-            tls_server.add_generic_rpc_handlers((grpcio_handlers(self.method_list),))
+            tls_server = grpcio_server(self.method_list)
             tls_port = await add_tls_port(tls_server, self.tls)
             await tls_server.start()
             self._tls_server = tls_server

@@ -186,6 +186,19 @@ def create_group_request(
     )
 
 
+def create_topic_and_group(broker_addr: str, topic: str, group: str, queues: int = 1) -> None:
+    """A topic of `queues` queues and a group on the broker at `broker_addr`, over remoting."""
+    from sidewinder.remoting.client import SyncRemotingClient
+
+    client = SyncRemotingClient()
+    try:
+        for request in (create_topic_request(topic, queues), create_group_request(group)):
+            reply = client.invoke(broker_addr, request, 10)
+            assert reply.code == ResponseCode.SUCCESS, reply
+    finally:
+        client.close()
+
+
 def query_offset_request(topic: str, group: str, queue_id: int) -> RemotingCommand:
     return RemotingCommand.request(
         RequestCode.QUERY_CONSUMER_OFFSET,

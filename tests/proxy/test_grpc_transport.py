@@ -17,11 +17,9 @@ import pytest
 
 from interop.ports import lease_port_block
 from interop.target import ClusterTarget, create_target
-from sidewinder.protocol.codes import ResponseCode
 from sidewinder.proxy import grpc_protocol as v2
-from sidewinder.remoting.client import SyncRemotingClient
 from tests.helpers import unique
-from tests.interop.pop_requests import create_group_request, create_topic_request
+from tests.interop.pop_requests import create_topic_and_group
 
 SERVICE = "/apache.rocketmq.v2.MessagingService/"
 META = (("x-mq-client-id", "transport-test@1"), ("x-mq-language", "PYTHON"))
@@ -48,12 +46,7 @@ def front(
 
 def topic_and_group(target: ClusterTarget) -> tuple[str, str]:
     topic, group = unique("TransportTopic"), unique("TransportGroup")
-    client = SyncRemotingClient()
-    try:
-        for request in (create_topic_request(topic, 1), create_group_request(group)):
-            assert client.invoke(target.broker_addr, request, 10).code == ResponseCode.SUCCESS
-    finally:
-        client.close()
+    create_topic_and_group(target.broker_addr, topic, group)
     return topic, group
 
 

@@ -22,7 +22,7 @@ from sidewinder.protocol.command import RemotingCommand
 from sidewinder.proxy import grpc_protocol as v2
 from sidewinder.remoting.client import SyncRemotingClient
 from tests.helpers import unique
-from tests.interop.pop_requests import create_group_request, create_topic_request
+from tests.interop.pop_requests import create_topic_and_group
 
 SERVICE = "/apache.rocketmq.v2.MessagingService/"
 
@@ -144,12 +144,7 @@ def running_info_jstack(target: ClusterTarget, group: str, client_id: str) -> st
 def consumer(front: tuple[ClusterTarget, str]) -> Iterator[Consumer]:
     target, endpoints = front
     topic, group = unique("StreamsTopic"), unique("StreamsGroup")
-    client = SyncRemotingClient()
-    try:
-        for request in (create_topic_request(topic, 1), create_group_request(group)):
-            assert client.invoke(target.broker_addr, request, 10).code == ResponseCode.SUCCESS
-    finally:
-        client.close()
+    create_topic_and_group(target.broker_addr, topic, group)
     consumer = Consumer(endpoints, topic, group)
     try:
         yield consumer
