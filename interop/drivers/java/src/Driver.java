@@ -80,6 +80,9 @@ public final class Driver {
     // that long. Only the timing changes; RocketMQ's clients let users set it the same way.
     static final int POLL_NAMESRV_MS = 3000;
     static final int SEND_TIMEOUT_MS = 10000;
+    // Route and heartbeat requests to the name server: the client's 3 s default is shorter than
+    // a JVM name server's stalls on a loaded 2-core host.
+    static final int API_TIMEOUT_MS = 10000;
 
 
     // "java" (rocketmq-client 4.9.8) or "java5" (5.3.2): the one source compiles against both.
@@ -709,6 +712,7 @@ public final class Driver {
         phase = "starting producer";
         DefaultMQProducer p = new DefaultMQProducer(group, hook);
         p.setNamesrvAddr(namesrv);
+        p.setMqClientApiTimeout(API_TIMEOUT_MS);
         p.setInstanceName(instance);
         p.setPollNameServerInterval(POLL_NAMESRV_MS);
         p.setVipChannelEnabled(vip);
@@ -863,6 +867,7 @@ public final class Driver {
         phase = "starting requester";
         DefaultMQProducer p = new DefaultMQProducer(group, hook);
         p.setNamesrvAddr(namesrv);
+        p.setMqClientApiTimeout(API_TIMEOUT_MS);
         p.setInstanceName(instance);
         p.setPollNameServerInterval(POLL_NAMESRV_MS);
         p.setVipChannelEnabled(vip);
@@ -1005,6 +1010,7 @@ public final class Driver {
         phase = "starting transaction producer";
         TransactionMQProducer p = new TransactionMQProducer(group, hook);
         p.setNamesrvAddr(namesrv);
+        p.setMqClientApiTimeout(API_TIMEOUT_MS);
         p.setInstanceName(instance);
         p.setSendMsgTimeout(SEND_TIMEOUT_MS);
         p.setPollNameServerInterval(POLL_NAMESRV_MS);
@@ -1135,6 +1141,7 @@ public final class Driver {
             phase = "starting replier";
             replier = new DefaultMQProducer(group + "-replier", hook);
             replier.setNamesrvAddr(namesrv);
+            replier.setMqClientApiTimeout(API_TIMEOUT_MS);
             replier.setInstanceName(instance + "-replier");
             replier.setPollNameServerInterval(POLL_NAMESRV_MS);
             replier.setVipChannelEnabled(vip);
@@ -1184,6 +1191,7 @@ public final class Driver {
             }
         }
         c.setNamesrvAddr(namesrv);
+        c.setMqClientApiTimeout(API_TIMEOUT_MS);
         c.setInstanceName(instance);
         c.setPollNameServerInterval(POLL_NAMESRV_MS);
         c.setVipChannelEnabled(vip);
@@ -1285,6 +1293,7 @@ public final class Driver {
         phase = "starting pull consumer";
         DefaultMQPullConsumer c = new DefaultMQPullConsumer(group, hook);
         c.setNamesrvAddr(namesrv);
+        c.setMqClientApiTimeout(API_TIMEOUT_MS);
         c.setInstanceName(instance);
         c.setPollNameServerInterval(POLL_NAMESRV_MS);
         c.setVipChannelEnabled(vip);
@@ -1403,6 +1412,7 @@ public final class Driver {
         phase = "starting lite pull consumer";
         DefaultLitePullConsumer c = new DefaultLitePullConsumer(group, hook);
         c.setNamesrvAddr(namesrv);
+        c.setMqClientApiTimeout(API_TIMEOUT_MS);
         c.setInstanceName(instance);
         c.setPollNameServerInterval(POLL_NAMESRV_MS);
         c.setVipChannelEnabled(vip);
